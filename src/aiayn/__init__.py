@@ -1,0 +1,7 @@
+"""aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from scratch."""
+
+from aiayn.model import DecoderOnlyLM, EncoderOnly, ModelConfig, Transformer, load_model
+
+__version__ = "0.1.0"
+
+__all__ = ["DecoderOnlyLM", "EncoderOnly", "ModelConfig", "Transformer", "__version__", "load_model"]

@@ -1,0 +1,1 @@
+"""The `aiayn` command line: one module per subcommand, each with `register(subparsers)`."""

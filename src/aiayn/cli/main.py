@@ -1,0 +1,50 @@
+"""`aiayn`: the command-line entry point.
+
+Each subcommand lives in its own module of `aiayn.cli` and provides
+`register(subparsers)`, which adds its parser and sets `func` to the function to run.
+Errors that aiayn raises on bad input (`AiaynError`) are printed without a traceback
+and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from aiayn import __version__
+from aiayn.errors import AiaynError
+
+# Subcommand modules, in the order `aiayn --help` lists them.
+COMMAND_MODULES = ["demo"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aiayn",
+        description="The Transformer of 'Attention Is All You Need', from scratch.",
+    )
+    parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        importlib.import_module(f"aiayn.cli.{name}").register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not hasattr(args, "func"):
+        parser.print_help()
+        return 0
+    try:
+        return int(args.func(args) or 0)
+    except AiaynError as error:
+        print(f"aiayn {args.command}: error: {error}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # e.g. `aiayn translate ... | head`
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

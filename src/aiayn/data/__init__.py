@@ -1,0 +1,48 @@
+"""Data: tokenizers, corpora (Multi30k, synthetic tasks) and token-budget batching.
+
+This package knows nothing of the model or of training.
+"""
+
+from aiayn.data.batching import Batch, ParallelDataset, make_batch, shard, token_batches
+from aiayn.data.corpus import FilterStats, filter_pairs, read_lines, read_parallel
+from aiayn.data.multi30k import MULTI30K_URL, SPLITS, load_multi30k, multi30k_files
+from aiayn.data.paths import data_root
+from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from aiayn.data.synthetic import TASKS, format_date, make_task
+from aiayn.data.tokenizer import (
+    TOKENIZER_KINDS,
+    Tokenizer,
+    TokenizerPair,
+    build_tokenizers,
+    train_tokenizer,
+)
+
+__all__ = [
+    "BOS_ID",
+    "EOS_ID",
+    "MULTI30K_URL",
+    "PAD_ID",
+    "SPECIAL_TOKENS",
+    "SPLITS",
+    "TASKS",
+    "TOKENIZER_KINDS",
+    "UNK_ID",
+    "Batch",
+    "FilterStats",
+    "ParallelDataset",
+    "Tokenizer",
+    "TokenizerPair",
+    "build_tokenizers",
+    "data_root",
+    "filter_pairs",
+    "format_date",
+    "load_multi30k",
+    "make_batch",
+    "make_task",
+    "multi30k_files",
+    "read_lines",
+    "read_parallel",
+    "shard",
+    "token_batches",
+    "train_tokenizer",
+]

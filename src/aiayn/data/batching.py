@@ -1,0 +1,228 @@
+"""Batches of sentence pairs, grouped by length under a token budget (paper Sec. 5.1).
+
+Layout of one example (token ids, no padding):
+
+* source: ``x_1 .. x_n <eos>``  (no ``<bos>``: the encoder needs no start symbol);
+* decoder input ``tgt_in``: ``<bos> y_1 .. y_m``  (the target shifted right);
+* ``labels``: ``y_1 .. y_m <eos>``  (what the decoder must predict at each position).
+
+So a source of ``n`` tokens takes ``n + 1`` positions and a target of ``m`` tokens ``m + 1``.
+Batches are padded with ``PAD_ID`` (0) on the right.
+
+:func:`token_batches` puts examples of similar length together so that each batch's padded
+size, ``batch_size * max(longest source, longest target)`` in positions, stays within
+``max_tokens``; the paper used about 25,000 source and 25,000 target tokens per batch.
+"""
+
+import logging
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+
+from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import ConfigError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_POOL_SIZE = 10_000  # examples sorted together before being cut into batches
+
+
+@dataclass
+class Batch:
+    """A padded batch of sentence pairs (see the module docstring for the layout)."""
+
+    src: torch.Tensor  # (B, S) int64
+    tgt_in: torch.Tensor  # (B, T) int64: <bos> + target
+    labels: torch.Tensor  # (B, T) int64: target + <eos>
+    num_src_tokens: int  # non-pad positions of src
+    num_tgt_tokens: int  # non-pad positions of labels (the tokens the loss is taken over)
+    indices: list[int]  # dataset index of each row, to map outputs back to examples
+
+    def __len__(self) -> int:
+        return self.src.size(0)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
+        """A copy with the tensors on ``device``."""
+        return replace(
+            self,
+            src=self.src.to(device, non_blocking=non_blocking),
+            tgt_in=self.tgt_in.to(device, non_blocking=non_blocking),
+            labels=self.labels.to(device, non_blocking=non_blocking),
+        )
+
+
+def _pad(rows: list[list[int]]) -> torch.Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+def make_batch(
+    src_ids_list: Sequence[Sequence[int]],
+    tgt_ids_list: Sequence[Sequence[int]],
+    indices: Sequence[int] | None = None,
+) -> Batch:
+    """Pad token id lists (without bos/eos) into a :class:`Batch`.
+
+    ``indices`` defaults to ``0 .. B-1``.
+    """
+    if len(src_ids_list) != len(tgt_ids_list) or not src_ids_list:
+        raise ValueError(
+            f"need as many sources as targets, at least one: {len(src_ids_list)} vs "
+            f"{len(tgt_ids_list)}"
+        )
+    src = [[*ids, EOS_ID] for ids in src_ids_list]
+    tgt_in = [[BOS_ID, *ids] for ids in tgt_ids_list]
+    labels = [[*ids, EOS_ID] for ids in tgt_ids_list]
+    return Batch(
+        src=_pad(src),
+        tgt_in=_pad(tgt_in),
+        labels=_pad(labels),
+        num_src_tokens=sum(map(len, src)),
+        num_tgt_tokens=sum(map(len, labels)),
+        indices=list(indices) if indices is not None else list(range(len(src))),
+    )
+
+
+def token_batches(
+    src_lengths: Sequence[int],
+    tgt_lengths: Sequence[int],
+    max_tokens: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    epoch: int = 0,
+    pool_size: int = DEFAULT_POOL_SIZE,
+) -> list[list[int]]:
+    """Group example indices into length-homogeneous batches under a token budget.
+
+    Lengths are token counts without bos/eos; an example takes ``max(src, tgt) + 1`` padded
+    positions. A batch never exceeds ``len(batch) * max(positions) <= max_tokens``, except an
+    example that alone is over the budget: it forms a batch of its own (with a warning logged),
+    it is never dropped. Every index appears in exactly one batch.
+
+    With ``shuffle``, the indices are shuffled, cut into pools of ``pool_size``, sorted by length
+    within each pool, cut into batches, and the batches are shuffled; the result depends only on
+    ``(seed, epoch)``. Without ``shuffle`` (evaluation), all examples are sorted by length and
+    the batches come shortest first.
+    """
+    if len(src_lengths) != len(tgt_lengths):
+        raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
+    if max_tokens < 1 or pool_size < 1:
+        raise ConfigError(f"max_tokens and pool_size must be >= 1, got {max_tokens}, {pool_size}")
+    size = [max(s, t) + 1 for s, t in zip(src_lengths, tgt_lengths, strict=True)]
+    order = list(range(len(size)))
+    rng = random.Random(f"aiayn-batches-{seed}-{epoch}")
+    if shuffle:
+        rng.shuffle(order)
+    else:
+        pool_size = max(len(order), 1)
+    batches: list[list[int]] = []
+    oversized = 0
+    for start in range(0, len(order), pool_size):
+        pool = sorted(order[start : start + pool_size], key=lambda i: size[i])
+        batch: list[int] = []
+        longest = 0
+        for i in pool:
+            if batch and (len(batch) + 1) * max(longest, size[i]) > max_tokens:
+                batches.append(batch)
+                batch, longest = [], 0
+            batch.append(i)
+            longest = max(longest, size[i])
+            oversized += size[i] > max_tokens
+        if batch:
+            batches.append(batch)
+    if oversized:
+        log.warning(
+            "%d example(s) longer than max_tokens=%d positions each form a batch of their own",
+            oversized,
+            max_tokens,
+        )
+    if shuffle:
+        rng.shuffle(batches)
+    return batches
+
+
+def shard(batches: Sequence[list[int]], rank: int, world_size: int) -> list[list[int]]:
+    """The batches of process ``rank``: ``batches[i]`` for each ``i % world_size == rank``.
+
+    Every rank gets the same number of batches, ``len(batches) // world_size``; the last
+    ``len(batches) % world_size`` batches are left out so that no rank waits for the others.
+    """
+    if world_size < 1 or not 0 <= rank < world_size:
+        raise ConfigError(f"need 0 <= rank < world_size, got rank={rank}, world_size={world_size}")
+    usable = len(batches) - len(batches) % world_size
+    return [batches[i] for i in range(rank, usable, world_size)]
+
+
+class ParallelDataset:
+    """Encoded sentence pairs (token id lists without bos/eos) and their batching."""
+
+    def __init__(self, src_ids: Sequence[list[int]], tgt_ids: Sequence[list[int]]) -> None:
+        if len(src_ids) != len(tgt_ids):
+            raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")
+        self.src_ids = list(src_ids)
+        self.tgt_ids = list(tgt_ids)
+
+    @classmethod
+    def from_pairs(
+        cls, pairs: Sequence[tuple[str, str]], source: Tokenizer, target: Tokenizer
+    ) -> "ParallelDataset":
+        """Encode text pairs with the ``source`` and ``target`` tokenizers."""
+        return cls(
+            source.encode_batch([s for s, _ in pairs]), target.encode_batch([t for _, t in pairs])
+        )
+
+    def __len__(self) -> int:
+        return len(self.src_ids)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
+        return self.src_ids[i], self.tgt_ids[i]
+
+    def batch_indices(
+        self,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        epoch: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> list[list[int]]:
+        """This rank's index batches for one epoch (see :func:`token_batches` and :func:`shard`)."""
+        batches = token_batches(
+            [len(s) for s in self.src_ids],
+            [len(t) for t in self.tgt_ids],
+            max_tokens,
+            shuffle=shuffle,
+            seed=seed,
+            epoch=epoch,
+        )
+        return shard(batches, rank, world_size)
+
+    def num_batches(self, max_tokens: int, **kwargs) -> int:
+        """Number of batches :meth:`batches` yields for these arguments (with ``start=0``)."""
+        return len(self.batch_indices(max_tokens, **kwargs))
+
+    def batches(
+        self,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        epoch: int = 0,
+        start: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> Iterator[Batch]:
+        """Yield the epoch's batches, skipping the first ``start`` (to resume mid-epoch).
+
+        The order depends only on ``(seed, epoch)`` (and the data), so resuming with the same
+        arguments and ``start=k`` continues exactly where batch ``k - 1`` left off.
+        """
+        plan = self.batch_indices(max_tokens, shuffle, seed, epoch, rank, world_size)
+        for indices in plan[start:]:
+            yield make_batch(
+                [self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices], indices
+            )

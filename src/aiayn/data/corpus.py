@@ -1,0 +1,132 @@
+"""Reading line-aligned text corpora and dropping unusable sentence pairs.
+
+A corpus file holds one sentence per line, UTF-8, plain (``.txt`` or anything else) or gzip
+(recognised by a ``.gz`` suffix or by the gzip magic bytes). Lines end with ``\\n`` or ``\\r\\n``;
+the last line may lack its newline. Only ``\\n`` separates lines (unlike ``str.splitlines``,
+which would also split on form feeds or U+2028 and break the alignment of parallel files).
+"""
+
+import gzip
+import zlib
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from aiayn.errors import DataError
+
+GZIP_MAGIC = b"\x1f\x8b"
+S = TypeVar("S", bound=Sequence)  # one side of a pair: a string or a list of token ids
+
+
+def read_bytes(path: str | Path) -> bytes:
+    """The contents of ``path``, decompressed when it is gzip; errors -> :class:`DataError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"corpus file not found: {path}")
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise DataError(f"cannot read corpus file {path}: {err}") from err
+    if path.suffix == ".gz" or data.startswith(GZIP_MAGIC):
+        try:
+            data = gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as err:
+            raise DataError(f"corrupt gzip file {path}: {err}") from err
+    return data
+
+
+def read_lines(path: str | Path, allow_empty: bool = False) -> list[str]:
+    """The lines of ``path`` without their ``\\n`` / ``\\r\\n`` endings.
+
+    Invalid UTF-8 -> :class:`DataError` naming the file and the 1-based line number. A file with
+    no lines at all -> :class:`DataError` unless ``allow_empty``. A UTF-8 byte order mark at the
+    start of the file is dropped.
+    """
+    data = read_bytes(path)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = data.count(b"\n", 0, err.start) + 1
+        raise DataError(f"{path}: line {line} is not valid UTF-8 ({err.reason})") from err
+    text = text.removeprefix("\ufeff")
+    lines = text.split("\n")
+    if lines[-1] == "":  # the newline that ends the last line, or an empty file
+        lines.pop()
+    lines = [line.removesuffix("\r") for line in lines]
+    if not lines and not allow_empty:
+        raise DataError(f"corpus file is empty: {path}")
+    return lines
+
+
+def read_parallel(src_path: str | Path, tgt_path: str | Path) -> list[tuple[str, str]]:
+    """Line-aligned (source, target) pairs of two files; different line counts -> DataError."""
+    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    if len(src) != len(tgt):
+        raise DataError(
+            f"parallel files differ in length: {src_path} has {len(src)} lines, "
+            f"{tgt_path} has {len(tgt)} lines"
+        )
+    return list(zip(src, tgt, strict=True))
+
+
+@dataclass
+class FilterStats:
+    """What :func:`filter_pairs` dropped, for a log line."""
+
+    origin: str
+    max_len: int | None
+    total: int = 0
+    empty: int = 0
+    too_long: int = 0
+    kept_indices: list[int] = field(default_factory=list)
+
+    @property
+    def kept(self) -> int:
+        """Number of pairs kept."""
+        return len(self.kept_indices)
+
+    def describe(self) -> str:
+        """E.g. "dropped 12 empty pairs and 3 pairs longer than 100 tokens from train.de"."""
+        limit = f"longer than {self.max_len} tokens" if self.max_len is not None else "too long"
+        return (
+            f"dropped {self.empty} empty {_pairs(self.empty)} and {self.too_long} "
+            f"{_pairs(self.too_long)} {limit} from {self.origin} "
+            f"(kept {self.kept} of {self.total})"
+        )
+
+
+def _pairs(n: int) -> str:
+    return "pair" if n == 1 else "pairs"
+
+
+def _is_empty(side: Sequence) -> bool:
+    return len(side) == 0 or (isinstance(side, str) and not side.strip())
+
+
+def filter_pairs(
+    pairs: Sequence[tuple[S, S]], max_len: int | None, origin: str
+) -> tuple[list[tuple[S, S]], FilterStats]:
+    """Drop pairs with an empty side or a side longer than ``max_len``.
+
+    The sides are token id lists (length = number of tokens, before ``<bos>``/``<eos>``) or
+    strings (length = number of characters; whitespace-only counts as empty). ``max_len=None``
+    keeps any length. ``origin`` names the data (a file) in the stats and in the
+    :class:`DataError` raised when nothing is left.
+
+    Returns the kept pairs, in order, and a :class:`FilterStats` with the counts and the indices
+    of the kept pairs in ``pairs``.
+    """
+    stats = FilterStats(origin=origin, max_len=max_len, total=len(pairs))
+    kept = []
+    for i, (src, tgt) in enumerate(pairs):
+        if _is_empty(src) or _is_empty(tgt):
+            stats.empty += 1
+        elif max_len is not None and max(len(src), len(tgt)) > max_len:
+            stats.too_long += 1
+        else:
+            kept.append((src, tgt))
+            stats.kept_indices.append(i)
+    if not kept:
+        raise DataError(f"no usable sentence pairs in {origin}: {stats.describe()}")
+    return kept, stats

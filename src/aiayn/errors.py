@@ -1,0 +1,24 @@
+"""Error types shared by the whole project.
+
+Every error that aiayn raises because of bad input (files, configuration, checkpoints)
+derives from :class:`AiaynError`, so the command line can print the message alone.
+"""
+
+
+class AiaynError(Exception):
+    """Base of every error aiayn raises on bad input.
+
+    The CLI prints its message without a traceback.
+    """
+
+
+class DataError(AiaynError, ValueError):
+    """A corpus, data set or tokenizer file is missing, unreadable or malformed."""
+
+
+class ConfigError(AiaynError, ValueError):
+    """A configuration value is invalid."""
+
+
+class CheckpointError(AiaynError, ValueError):
+    """A checkpoint or model directory is bad or hostile."""

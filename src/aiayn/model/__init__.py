@@ -1,0 +1,22 @@
+"""The Transformer model, one paper concept per module.
+
+masks (Sec. 3.2.3) -> attention (3.2.1) -> multi_head_attention (3.2.2) -> feed_forward (3.3)
+-> embeddings (3.4) -> positional_encoding (3.5) -> encoder / decoder (3.1) -> transformer.
+"""
+
+from aiayn.model.attention import scaled_dot_product_attention
+from aiayn.model.config import ModelConfig
+from aiayn.model.decoder_only import DecoderOnlyLM
+from aiayn.model.encoder_only import EncoderOnly
+from aiayn.model.kv_cache import AttentionCache, DecoderCache
+from aiayn.model.masks import attention_mask, padding_mask, subsequent_mask
+from aiayn.model.multi_head_attention import MultiHeadAttention
+from aiayn.model.positional_encoding import sinusoidal_table
+from aiayn.model.pretrained import load_model
+from aiayn.model.transformer import AttentionMaps, Transformer
+
+__all__ = [
+    "AttentionCache", "AttentionMaps", "DecoderCache", "DecoderOnlyLM", "EncoderOnly",
+    "ModelConfig", "MultiHeadAttention", "Transformer", "attention_mask", "load_model",
+    "padding_mask", "scaled_dot_product_attention", "sinusoidal_table", "subsequent_mask",
+]

@@ -1,0 +1,82 @@
+"""Decoder-only (GPT-style) language model from the same blocks.
+
+The decoder stack without encoder-decoder attention: each position attends to itself and
+earlier positions (the subsequent mask of Sec. 3.2.3) and predicts the next token. Uses
+the target vocabulary (`tgt_vocab_size`) and `num_decoder_layers` blocks.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from aiayn.model.config import ModelConfig
+from aiayn.model.decoder import Decoder
+from aiayn.model.embeddings import TokenEmbedding, check_token_ids
+from aiayn.model.kv_cache import DecoderCache
+from aiayn.model.masks import attention_mask
+from aiayn.model.positional_encoding import positional_encoding
+from aiayn.model.pretrained import PretrainedMixin
+from aiayn.model.transformer import init_linear_weights
+
+
+class DecoderOnlyLM(PretrainedMixin, nn.Module):
+    """`model(tokens)`: (B, T) ids -> (B, T, V) next-token logits."""
+
+    model_type = "decoder_only"
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = c = config
+        self.embedding = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+        self.positional = positional_encoding(c.positional, c.d_model, c.max_len)
+        self.embedding_dropout = nn.Dropout(c.dropout)
+        self.decoder = Decoder(c, cross_attention=False)
+        self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        if c.tie_output:
+            self.output_projection.weight = self.embedding.weight
+        else:
+            nn.init.normal_(self.output_projection.weight, std=c.d_model**-0.5)
+        init_linear_weights(self, skip=(self.output_projection,))
+
+    def new_cache(self) -> DecoderCache:
+        """An empty key/value cache for step-by-step generation."""
+        return DecoderCache.empty(self.config.num_decoder_layers)
+
+    def forward(
+        self,
+        tokens: Tensor,
+        padding_mask: Tensor | None = None,
+        cache: DecoderCache | None = None,
+        return_hidden: bool = False,
+    ) -> Tensor:
+        """Next-token logits.
+
+        Args:
+            tokens: (B, T) token ids (with a cache: only the new positions).
+            padding_mask: (B, T) bool, True at real tokens. Language-model windows hold no
+                padding, so by default none is assumed (pure causal attention).
+            cache: a `DecoderCache` from `new_cache()`, filled in place.
+            return_hidden: return the final states (B, T, D) instead of logits.
+
+        Returns:
+            (B, T, V) logits (or (B, T, D) hidden states).
+        """
+        check_token_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        offset = cache.length if cache is not None else 0
+        length = tokens.size(1)
+        if cache is not None and padding_mask is not None:
+            raise ValueError("padding_mask is not supported together with a cache")
+        if cache is not None and length > 1:
+            mask = torch.ones(length, offset + length, dtype=torch.bool, device=tokens.device)
+            mask = mask.tril(diagonal=offset)[None, None]
+        elif cache is not None:
+            mask = None
+        else:
+            mask = attention_mask(padding_mask, causal=True, query_length=length)
+        is_causal = cache is None and padding_mask is None
+        x = self.embedding_dropout(self.positional(self.embedding(tokens), offset))
+        hidden, _ = self.decoder(
+            x, self_mask=None if is_causal else mask, cache=cache, is_causal=is_causal
+        )
+        return hidden if return_hidden else self.output_projection(hidden)

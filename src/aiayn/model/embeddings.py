@@ -1,0 +1,51 @@
+"""Token embeddings (Sec. 3.4).
+
+"We use learned embeddings to convert the input tokens and output tokens to vectors of
+dimension d_model ... In the embedding layers, we multiply those weights by sqrt(d_model)."
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class TokenEmbedding(nn.Module):
+    """(B, T) token ids -> (B, T, d_model) vectors, scaled by sqrt(d_model).
+
+    Weights are initialised N(0, d_model^-1/2), so that scaled embeddings have unit
+    variance, which suits the shared pre-softmax projection as well (Sec. 3.4).
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = 0) -> None:
+        super().__init__()
+        self.embedding = nn.Embedding(vocab_size, d_model)
+        self.scale = math.sqrt(d_model)
+        nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
+        if pad_id is not None:
+            nn.init.zeros_(self.embedding.weight[pad_id])
+
+    @property
+    def weight(self) -> nn.Parameter:
+        """The (V, d_model) embedding matrix (shared with the output projection when tied)."""
+        return self.embedding.weight
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """tokens: (B, T) LongTensor -> (B, T, d_model)."""
+        return self.embedding(tokens) * self.scale
+
+
+def check_token_ids(tokens: Tensor, name: str, vocab_size: int) -> None:
+    """Raise `ValueError` naming `name` unless `tokens` is a (B, T) integer tensor of valid ids."""
+    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
+        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
+        raise ValueError(f"{name} must be a (B, T) tensor of token ids, got {shape}")
+    if tokens.dtype not in (torch.long, torch.int):
+        raise ValueError(f"{name} must hold integer token ids (torch.long), got {tokens.dtype}")
+    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
+        raise ValueError(
+            f"{name} holds ids outside the vocabulary [0, {vocab_size}): "
+            f"min {int(tokens.min())}, max {int(tokens.max())}"
+        )

@@ -1,0 +1,29 @@
+"""Position-wise feed-forward network (Sec. 3.3, Eq. 2).
+
+    FFN(x) = max(0, x W_1 + b_1) W_2 + b_2
+
+"applied to each position separately and identically": two linear maps with a ReLU
+(or GELU, an option) between them, inner width d_ff.
+"""
+
+from __future__ import annotations
+
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+class PositionwiseFeedForward(nn.Module):
+    """(B, T, d_model) -> (B, T, d_model) through an inner layer of width d_ff."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        if activation not in ("relu", "gelu"):
+            raise ValueError(f"activation must be 'relu' or 'gelu', got {activation!r}")
+        self.linear1 = nn.Linear(d_model, d_ff)  # W_1, b_1
+        self.linear2 = nn.Linear(d_ff, d_model)  # W_2, b_2
+        self.activation = F.relu if activation == "relu" else F.gelu
+        self.dropout = nn.Dropout(dropout)  # on the inner activations, as tensor2tensor does
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x: (B, T, d_model) -> (B, T, d_model)."""
+        return self.linear2(self.dropout(self.activation(self.linear1(x))))

@@ -1,0 +1,75 @@
+"""Attention masks: padding, subsequent (causal), and their combination.
+
+THE MASK CONVENTION (the one place it is documented): every boolean mask in aiayn is
+True where attention is ALLOWED (a real token, or a position that may be looked at)
+and False where it is BLOCKED (padding, or a future position). This is the convention
+of `torch.nn.functional.scaled_dot_product_attention`; note that it is the opposite of
+`nn.MultiheadAttention`'s `key_padding_mask`, where True means "ignore".
+
+Shapes: B batch, T query length, S key length, H heads.
+- `padding_mask(tokens)`: (B, T), True at real tokens.
+- `subsequent_mask(T)`: (T, T), True on and below the diagonal (Sec. 3.2.3: "prevent
+  leftward information flow ... masking out all values ... which correspond to illegal
+  connections").
+- `attention_mask(key_padding_mask, causal)`: (B, 1, T, S), broadcast over heads.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def padding_mask(tokens: Tensor, pad_id: int = 0) -> Tensor:
+    """(B, T) LongTensor of ids -> (B, T) bool mask, True at real (non-pad) tokens."""
+    if tokens.dim() != 2:
+        raise ValueError(f"padding_mask expects token ids of shape (B, T), got {tuple(tokens.shape)}")
+    return tokens != pad_id
+
+
+def subsequent_mask(length: int, device: torch.device | str | None = None) -> Tensor:
+    """(T, T) bool mask, True where query position i may attend to key position j <= i."""
+    return torch.ones(length, length, dtype=torch.bool, device=device).tril()
+
+
+def attention_mask(
+    key_padding_mask: Tensor | None,
+    causal: bool = False,
+    query_length: int | None = None,
+) -> Tensor | None:
+    """Combine a key padding mask and/or the subsequent mask into one attention mask.
+
+    Args:
+        key_padding_mask: (B, S) bool, True at real keys, or None for no padding.
+        causal: also block future positions (decoder self-attention); then T == S.
+        query_length: T, needed only when `key_padding_mask` is None and `causal` is set.
+
+    Returns:
+        (B, 1, T, S) bool mask (or (1, 1, T, T) for causal without padding; or (B, 1, 1, S)
+        for padding alone, broadcast over queries), or None when nothing is masked.
+    """
+    if key_padding_mask is None and not causal:
+        return None
+    if key_padding_mask is None:
+        if query_length is None:
+            raise ValueError("attention_mask needs query_length when causal without padding")
+        return subsequent_mask(query_length)[None, None]
+    if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
+        raise ValueError(
+            "key_padding_mask must be a bool tensor of shape (B, S), got "
+            f"{key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
+        )
+    mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
+    if causal:
+        length = key_padding_mask.size(1)
+        mask = mask & subsequent_mask(length, key_padding_mask.device)[None, None]
+    return mask
+
+
+def padding_mask_or_none(tokens: Tensor, pad_id: int) -> Tensor | None:
+    """`padding_mask(tokens)`, or None when the batch holds no padding at all.
+
+    Returning None lets attention take its unmasked (or pure causal) fast path.
+    """
+    mask = padding_mask(tokens, pad_id)
+    return None if bool(mask.all()) else mask
