@@ -1,7 +1,10 @@
 """aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from scratch."""
 
 from aiayn.model import DecoderOnlyLM, EncoderOnly, ModelConfig, Transformer, load_model
+from aiayn.translator import load
 
 __version__ = "0.1.0"
 
-__all__ = ["DecoderOnlyLM", "EncoderOnly", "ModelConfig", "Transformer", "__version__", "load_model"]
+__all__ = [
+    "DecoderOnlyLM", "EncoderOnly", "ModelConfig", "Transformer", "__version__", "load", "load_model",
+]

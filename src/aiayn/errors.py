@@ -22,3 +22,7 @@ class ConfigError(AiaynError, ValueError):
 
 class CheckpointError(AiaynError, ValueError):
     """A checkpoint or model directory is bad or hostile."""
+
+
+class TrainingError(AiaynError, RuntimeError):
+    """Training cannot go on (e.g. too many consecutive non-finite steps)."""

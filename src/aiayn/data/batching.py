@@ -72,8 +72,8 @@ def make_batch(
     """
     if len(src_ids_list) != len(tgt_ids_list) or not src_ids_list:
         raise ValueError(
-            f"need as many sources as targets, at least one: {len(src_ids_list)} vs "
-            f"{len(tgt_ids_list)}"
+            f"need as many sources as targets, at least one: "
+            f"{len(src_ids_list)} vs {len(tgt_ids_list)}"
         )
     src = [[*ids, EOS_ID] for ids in src_ids_list]
     tgt_in = [[BOS_ID, *ids] for ids in tgt_ids_list]

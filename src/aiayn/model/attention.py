@@ -58,5 +58,9 @@ def scaled_dot_product_attention(
     if mask is not None:
         scores = scores.masked_fill(~mask, float("-inf"))
     probabilities = scores.softmax(dim=-1)
+    if mask is not None:
+        # A query whose keys are all blocked gets all-zero weights (and a zero output), as in
+        # the fast path, instead of softmax's NaNs, which would spread to every later layer.
+        probabilities = probabilities.masked_fill(~mask, 0.0)
     attended = F.dropout(probabilities, p=dropout) if dropout > 0 else probabilities
     return attended @ value, probabilities

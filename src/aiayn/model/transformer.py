@@ -172,8 +172,14 @@ class Transformer(PretrainedMixin, nn.Module):
         tgt_in: Tensor,
         src_padding_mask: Tensor | None = None,
         tgt_padding_mask: Tensor | None = None,
+        output_mask: Tensor | None = None,
     ) -> Tensor:
-        """(B, S) source ids, (B, T) shifted-right target ids -> (B, T, V) logits."""
+        """(B, S) source ids, (B, T) shifted-right target ids -> (B, T, V) logits.
+
+        `output_mask` (B, T) bool selects the positions to project to the vocabulary (e.g. the
+        non-pad target positions during training): the result is then (N, V) logits for the N
+        selected positions, in row-major order, and the projection skips padding entirely.
+        """
         if src.dim() == 2 and tgt_in.dim() == 2 and src.size(0) != tgt_in.size(0):
             raise ValueError(
                 f"src and tgt_in must have the same batch size, got {tuple(src.shape)} "
@@ -183,7 +189,10 @@ class Transformer(PretrainedMixin, nn.Module):
             check_token_ids(src, "src", self.config.src_vocab_size)
             src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
         memory = self.encode(src, src_padding_mask)
-        return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
+        if output_mask is None:
+            return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
+        hidden = self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask, return_hidden=True)
+        return self.output_projection(hidden[output_mask])
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> AttentionMaps:

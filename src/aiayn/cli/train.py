@@ -1,0 +1,73 @@
+"""`aiayn train [CONFIG] [--out RUN_DIR | --resume RUN_DIR] [--set section.key=value ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from aiayn.training.config import load_config
+from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a translation model (default: the built-in dates task)",
+        description="Train a Transformer. With no CONFIG, trains the built-in `dates` task and "
+        "prints its held-out exact-match accuracy.",
+    )
+    parser.add_argument("config", nargs="?", help="YAML config (default: the built-in dates task)")
+    parser.add_argument("--out", type=Path, help="run directory (default: runs/<config>-<time>)")
+    parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run directory")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
+    parser.add_argument(
+        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        help="override a config field, e.g. --set train.max_steps=200 (repeatable)",
+    )
+    parser.set_defaults(func=run)
+
+
+def setup_logging() -> None:
+    logger = logging.getLogger("aiayn")
+    if not logger.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+
+
+def run(args: argparse.Namespace) -> int:
+    from aiayn.training.run import run_training
+    from aiayn.training.trainer import StopRequested
+
+    setup_logging()
+    if args.resume is not None:
+        if args.config or args.out:
+            print("aiayn train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)
+            return 2
+        run_dir = args.resume
+        config = load_config(run_dir / CONFIG_FILE, args.overrides)
+    else:
+        run_dir = args.out or default_run_dir(args.config)
+        config = load_config(args.config, args.overrides)
+    print(f"run directory: {run_dir}", file=sys.stderr)
+    try:
+        results = run_training(config, run_dir, resume=args.resume is not None, overwrite=args.overwrite)
+    except StopRequested:
+        return 130
+    print_results(results)
+    return 0
+
+
+def print_results(results: dict) -> None:
+    test = results.get("test")
+    print(f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
+          f"({results['tokens_per_s']:,.0f} target tokens/s)")
+    if not test:
+        return
+    print(f"held-out exact match: {test['exact_match']:.2f}%")
+    print(f"held-out BLEU: {test['bleu']:.2f}  chrF: {test['chrf']:.2f}  ({test['signature']})")
+    for example in results.get("examples", []):
+        print(f"  {example['source']!r:45} -> {example['output']!r}")

@@ -1,0 +1,191 @@
+"""Beam search with the GNMT length penalty (paper Sec. 6.1).
+
+"We used beam search with a beam size of 4 and length penalty alpha = 0.6 ... We set the
+maximum output length during inference to input length + 50, but terminate early when
+possible."
+
+All B sentences and their K beams decode together: the decoder runs on B*K rows per step
+and the key/value cache is reordered to follow the beams that survive. Sentences whose
+search is over leave the batch, so the rows shrink as decoding goes on.
+
+One step, for each sentence with K open beams of t tokens (running log-prob sums s_k):
+
+1. every extension (k, w) scores s_k + log p(w | beam k); `<pad>`/`<bos>` are excluded;
+2. an extension ending in `<eos>` that ranks among the K best extensions becomes a finished
+   hypothesis with score (s_k + log p(<eos>)) / lp(t + 1); the N best finished are kept;
+3. the K best extensions not ending in `<eos>` become the new open beams;
+4. at the sentence's length limit L, the open beams are finished as they are (no `<eos>`,
+   |Y| = L), and the sentence is done;
+5. the sentence is done early when no open beam can beat the N-th best finished score.
+   The bound: an open beam has s <= 0, log-probabilities only add terms <= 0, and lp grows
+   with length, so any completion of length n <= L scores s' / lp(n) <= s / lp(n) <= s / lp(L).
+
+Scores are log P(Y | X) / lp(Y), lp(Y) = ((5 + |Y|) / 6)^alpha, |Y| = generated tokens
+including `<eos>`. Rule 2 (finish only the `<eos>` extensions within the top K, as fairseq
+does) makes beam size 1 with alpha = 0 exactly greedy search. With a beam at least as wide as
+the number of extensions at every step nothing is pruned, and the result is the exact
+best-scoring output (tests compare with exhaustive enumeration).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from aiayn.data.special_tokens import BOS_ID, EOS_ID
+from aiayn.decoding.common import Hypothesis, eval_mode, length_penalty, log_probs, output_limits
+from aiayn.model.kv_cache import DecoderCache
+from aiayn.model.masks import padding_mask
+from aiayn.model.transformer import Transformer
+
+
+@dataclass
+class Finished:
+    """The N best finished hypotheses of each open sentence (b sentences, N kept, L max tokens)."""
+
+    scores: Tensor  # (b, N) normalised scores, -inf where empty
+    tokens: Tensor  # (b, N, L) generated tokens, pad after the end
+    lengths: Tensor  # (b, N) |Y|
+
+    def merge(self, scores: Tensor, tokens: Tensor, length: int) -> None:
+        """Add candidates scores (b, K), tokens (b, K, L) of length |Y| = `length`."""
+        all_scores = torch.cat([self.scores, scores], dim=1)  # (b, N + K)
+        all_lengths = torch.cat([self.lengths, torch.full_like(scores, length, dtype=torch.long)], 1)
+        keep = all_scores.topk(self.scores.size(1), dim=1).indices  # (b, N)
+        self.scores = all_scores.gather(1, keep)
+        self.lengths = all_lengths.gather(1, keep)
+        all_tokens = torch.cat([self.tokens, tokens], dim=1)  # (b, N + K, L)
+        self.tokens = all_tokens.gather(1, keep[:, :, None].expand(-1, -1, all_tokens.size(2)))
+
+    def select(self, index: Tensor) -> None:
+        """Keep sentences `index` (b',)."""
+        self.scores, self.tokens, self.lengths = self.scores[index], self.tokens[index], self.lengths[index]
+
+    def hypotheses(self, i: int, eos_id: int) -> list[Hypothesis]:
+        """Sentence i's finished hypotheses, best first, without `<eos>`."""
+        result = []
+        for score, tokens, length in zip(
+            self.scores[i].tolist(), self.tokens[i].tolist(), self.lengths[i].tolist(), strict=True
+        ):
+            if score != float("-inf"):
+                tokens = tokens[:length]
+                result.append(Hypothesis(tokens[:-1] if tokens[-1] == eos_id else tokens, score))
+        return result
+
+
+def beam_search(
+    model: Transformer,
+    src: Tensor,
+    beam_size: int = 4,
+    alpha: float = 0.6,
+    max_len_extra: int = 50,
+    nbest: int = 1,
+    max_steps: int | None = None,
+    bos_id: int = BOS_ID,
+    eos_id: int = EOS_ID,
+) -> list[list[Hypothesis]]:
+    """Beam search over a batch of sentences (see the module docstring for the algorithm).
+
+    Args:
+        model: the Transformer (put in eval mode for the call).
+        src: (B, S) source ids, right-padded, each row ending with `<eos>`.
+        beam_size: K, the open beams kept per sentence (paper: 4).
+        alpha: length penalty exponent (paper: 0.6; 0 = raw log-probabilities).
+        max_len_extra: outputs have at most (source length + max_len_extra) tokens
+            including `<eos>` (paper: 50), capped by the model's `max_len`.
+        nbest: N <= K hypotheses returned per sentence.
+        max_steps: instead, a fixed length limit for every sentence.
+
+    Returns:
+        For each sentence, up to N `Hypothesis(tokens, score)`, best first; tokens exclude
+        `<eos>`, score = log P(Y | X) / lp(Y).
+    """
+    if not 1 <= nbest <= beam_size:
+        raise ValueError(f"need 1 <= nbest <= beam_size, got nbest={nbest}, beam_size={beam_size}")
+    with eval_mode(model):
+        return _beam_search(model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id)
+
+
+def _beam_search(model, src, K, alpha, max_len_extra, N, max_steps, bos_id, eos_id):
+    config, device = model.config, src.device
+    B, V = src.size(0), config.tgt_vocab_size
+    limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
+    L = int(limits.max())
+    src_mask = padding_mask(src, config.pad_id)  # (B, S)
+    memory = model.encode(src, src_mask)  # (B, S, D)
+    rows = torch.arange(B, device=device).repeat_interleave(K)  # sentence of each of the B*K rows
+    memory, row_mask = memory[rows], src_mask[rows]  # (B*K, S, D), (B*K, S)
+    cache = model.new_cache()
+
+    sentence = torch.arange(B, device=device)  # original index of each open sentence
+    beam_scores = torch.full((B, K), float("-inf"), device=device)
+    beam_scores[:, 0] = 0.0  # one live beam at the start; the others join at step 1
+    seqs = torch.full((B, K, L), config.pad_id, dtype=torch.long, device=device)
+    finished = Finished(
+        torch.full((B, N), float("-inf"), device=device),
+        torch.full((B, N, L), config.pad_id, dtype=torch.long, device=device),
+        torch.zeros(B, N, dtype=torch.long, device=device),
+    )
+    lp_max = length_penalty(limits, alpha).to(device)  # (B,) lp(L) of each sentence
+    last = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
+    results: list[list[Hypothesis]] = [[] for _ in range(B)]
+
+    for t in range(L):
+        b = sentence.numel()
+        hidden = model.decode(last, memory, row_mask, cache=cache, return_hidden=True)
+        logp = log_probs(model.output_projection(hidden[:, -1]))  # (b*K, V)
+        cand = (beam_scores.view(-1, 1) + logp).view(b, K * V)  # extension (k, w) at k*V + w
+        lp_now = float(length_penalty(t + 1, alpha))
+
+        # 2. <eos> extensions among the K best finish (|Y| = t + 1).
+        top_scores, top_index = cand.topk(K, dim=1)  # (b, K)
+        is_eos = top_index % V == eos_id
+        if bool(is_eos.any()):
+            ended = seqs.gather(1, (top_index // V)[:, :, None].expand(-1, -1, L)).clone()
+            ended[:, :, t] = eos_id
+            finished.merge(torch.where(is_eos, top_scores / lp_now, float("-inf")), ended, t + 1)
+
+        # 3. The K best other extensions are the new open beams.
+        cand.view(b, K, V)[:, :, eos_id] = float("-inf")
+        beam_scores, index = cand.topk(K, dim=1)  # (b, K)
+        origin, token = index // V, index % V  # source beam and new token of each new beam
+        seqs = seqs.gather(1, origin[:, :, None].expand(-1, -1, L))
+        seqs[:, :, t] = token
+
+        # 4. At the length limit, open beams finish without <eos> (|Y| = L).
+        at_limit = limits <= t + 1  # (b,)
+        if bool(at_limit.any()):
+            cut = torch.where(at_limit[:, None], beam_scores / lp_now, float("-inf"))
+            finished.merge(cut, seqs, t + 1)
+
+        # 5. Done: at the limit, or no open beam can beat the N-th best finished hypothesis.
+        bound = beam_scores.max(dim=1).values / lp_max  # (b,)
+        done = at_limit | (finished.scores[:, -1] >= bound)
+        if bool(done.any()):
+            for i in done.nonzero().flatten().tolist():
+                results[int(sentence[i])] = finished.hypotheses(i, eos_id)
+            keep = (~done).nonzero().flatten()  # (b',) open sentences that stay
+            if keep.numel() == 0:
+                break
+            sentence, limits, lp_max = sentence[keep], limits[keep], lp_max[keep]
+            beam_scores, seqs, origin, token = beam_scores[keep], seqs[keep], origin[keep], token[keep]
+            finished.select(keep)
+            rows = (keep[:, None] * K + torch.arange(K, device=device)).flatten()  # (b'*K,)
+            memory, row_mask = memory[rows], row_mask[rows]
+            for layer_cache in cache.cross_attention:
+                layer_cache.reorder(rows)
+        else:
+            keep = torch.arange(b, device=device)
+        # Self-attention caches follow each new beam's source beam; the cross-attention
+        # keys/values are the same for all beams of a sentence and need no reordering.
+        _reorder_self_attention(cache, (keep[:, None] * K + origin).flatten())
+        last = token.reshape(-1, 1)  # (b'*K, 1)
+    return results
+
+
+def _reorder_self_attention(cache: DecoderCache, index: Tensor) -> None:
+    """Select rows `index` (R,) of every self-attention cache (beams that survive)."""
+    for layer_cache in cache.self_attention:
+        layer_cache.reorder(index)

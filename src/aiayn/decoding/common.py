@@ -1,0 +1,102 @@
+"""Pieces shared by the decoders: output length limits, the length penalty, log-probabilities.
+
+Conventions of every decoder in `aiayn.decoding`:
+
+- the source is (B, S) token ids, right-padded with `config.pad_id`, each row ending with
+  `<eos>` (see `aiayn.data.batching`); the decoder starts from `<bos>`;
+- a *hypothesis* is the list of generated tokens without `<bos>` and without the final
+  `<eos>`; its length |Y| counts the generated tokens *including* `<eos>` (a hypothesis
+  cut off at the length limit has no `<eos>`, and |Y| is the limit);
+- `<pad>` and `<bos>` are never generated (their log-probability is set to -inf), but
+  their probability mass is not redistributed: scores are log-probabilities under the
+  model's full softmax.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+
+
+class Hypothesis(NamedTuple):
+    """One decoded output: token ids (no `<bos>`/`<eos>`) and its score."""
+
+    tokens: list[int]
+    score: float
+
+
+def output_limits(
+    src: Tensor,
+    pad_id: int,
+    max_len_extra: int = 50,
+    max_steps: int | None = None,
+    model_max_len: int | None = None,
+) -> Tensor:
+    """The most tokens (including `<eos>`) each row may generate.
+
+    Args:
+        src: (B, S) source ids; its non-pad positions (source tokens + `<eos>`) count as
+            the source length.
+        max_len_extra: tokens allowed beyond the source length (paper Sec. 6.1: "input
+            length + 50").
+        max_steps: if given, every row's limit instead (e.g. a fixed number of steps).
+        model_max_len: the positional table size: decoder input positions 0 .. limit-1
+            must exist, so no limit exceeds it.
+
+    Returns:
+        (B,) LongTensor of limits, each >= 1.
+    """
+    if max_steps is not None:
+        limits = torch.full((src.size(0),), max_steps, dtype=torch.long, device=src.device)
+    else:
+        limits = (src != pad_id).sum(dim=1) + max_len_extra
+    if model_max_len is not None:
+        limits = limits.clamp(max=model_max_len)
+    return limits.clamp(min=1)
+
+
+def length_penalty(length: Tensor | int | float, alpha: float) -> Tensor:
+    """GNMT length penalty lp(Y) = ((5 + |Y|) / 6)^alpha (Wu et al. 2016; paper Sec. 6.1).
+
+    A hypothesis' score is log P(Y | X) / lp(Y); alpha = 0 gives raw log-probabilities.
+    `length` is |Y|, the number of generated tokens including `<eos>`.
+    """
+    length = torch.as_tensor(length, dtype=torch.float32)
+    return ((5.0 + length) / 6.0) ** alpha
+
+
+def log_probs(logits: Tensor, forbidden: tuple[int, ...] = (PAD_ID, BOS_ID)) -> Tensor:
+    """(N, V) next-token logits -> (N, V) log-probabilities, -inf at `forbidden` ids.
+
+    Half-precision logits are promoted to float32 before the softmax.
+    """
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    logp = F.log_softmax(logits, dim=-1)
+    if forbidden:
+        logp[:, list(forbidden)] = float("-inf")
+    return logp
+
+
+def strip_eos(tokens: list[int], eos_id: int = EOS_ID) -> list[int]:
+    """Drop a final `<eos>` from a token list."""
+    return tokens[:-1] if tokens and tokens[-1] == eos_id else tokens
+
+
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Put `model` in eval mode (no dropout) under `torch.no_grad`, restoring its mode after."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)

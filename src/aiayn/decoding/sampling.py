@@ -1,0 +1,141 @@
+"""Sampling text from a decoder-only language model, token by token, with the key/value cache.
+
+Each step draws the next token from softmax(logits / temperature), optionally restricted to
+the k most probable tokens (top-k) or to the smallest set whose probability reaches p
+(nucleus, top-p; Holtzman et al. 2020). Temperature 0 takes the arg-max (greedy).
+
+Randomness comes only from a `torch.Generator` seeded per call, never from the global RNG,
+so the same seed gives the same text whatever else the program does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator, Sequence
+
+import torch
+from torch import Tensor
+
+from aiayn.data.special_tokens import BOS_ID, EOS_ID
+from aiayn.model.decoder_only import DecoderOnlyLM
+from aiayn.model.kv_cache import DecoderCache
+
+log = logging.getLogger(__name__)
+
+
+def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None = None) -> Tensor:
+    """Set to -inf the logits outside the top-k and outside the nucleus of mass top_p.
+
+    Args:
+        logits: (N, V) temperature-scaled logits.
+        top_k: keep the k largest logits per row (None or 0: no limit).
+        top_p: keep the most probable tokens whose cumulative probability first reaches
+            top_p (the token that crosses it included; None or 1.0: no limit).
+
+    Returns:
+        (N, V) filtered logits (a new tensor); at least one token per row stays.
+    """
+    logits = logits.clone()
+    if top_k is not None and 0 < top_k < logits.size(-1):
+        kth = logits.topk(top_k, dim=-1).values[:, -1:]  # (N, 1)
+        logits[logits < kth] = float("-inf")
+    if top_p is not None and top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=-1, descending=True)
+        probs = sorted_logits.softmax(dim=-1)
+        drop = probs.cumsum(dim=-1) - probs >= top_p  # the mass before the token already >= p
+        drop[:, 0] = False
+        logits.scatter_(-1, order, sorted_logits.masked_fill(drop, float("-inf")))
+    return logits
+
+
+def sample_stream(
+    model: DecoderOnlyLM,
+    prompt_ids: Sequence[int],
+    max_new_tokens: int = 100,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    stop_ids: Iterable[int] = (EOS_ID,),
+) -> Iterator[int]:
+    """Yield newly generated token ids one at a time (for streaming to a terminal).
+
+    Args:
+        model: a `DecoderOnlyLM` (put in eval mode while generating).
+        prompt_ids: the context; an empty prompt starts from `<bos>`. A prompt longer than
+            the model's `max_len` keeps its last `max_len` tokens (with a warning).
+        max_new_tokens: the most tokens generated.
+        temperature: > 0 divides the logits; 0 = greedy (arg-max).
+        top_k, top_p: see `filter_logits`.
+        seed: seeds a private `torch.Generator` (None: a random seed).
+        stop_ids: generation ends after yielding one of these ids (default `<eos>`).
+
+    Generation also ends when the context fills the model's positions (`max_len`).
+    """
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if max_new_tokens < 0:
+        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+    max_len = model.config.max_len
+    prompt = list(prompt_ids) or [BOS_ID]
+    if len(prompt) > max_len:
+        log.warning("prompt of %d tokens truncated to its last %d (max_len)", len(prompt), max_len)
+        prompt = prompt[-max_len:]
+    stops = set(stop_ids)
+    device = next(model.parameters()).device
+    generator = torch.Generator(device=device)
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(seed)
+
+    was_training = model.training
+    model.eval()  # no dropout; grad mode is switched off per step, never across a `yield`
+    try:
+        cache = model.new_cache()
+        tokens = torch.tensor([prompt], dtype=torch.long, device=device)  # (1, P): prefill
+        for _ in range(max_new_tokens):
+            next_id = _next_token(model, tokens, cache, temperature, top_k, top_p, generator)
+            yield next_id
+            if next_id in stops or cache.length >= max_len:
+                return
+            tokens = torch.tensor([[next_id]], dtype=torch.long, device=device)  # (1, 1)
+    finally:
+        model.train(was_training)
+
+
+@torch.no_grad()
+def _next_token(
+    model: DecoderOnlyLM,
+    tokens: Tensor,
+    cache: DecoderCache,
+    temperature: float,
+    top_k: int | None,
+    top_p: float | None,
+    generator: torch.Generator,
+) -> int:
+    """Feed (1, T) new tokens through the cached model and draw the next token id."""
+    hidden = model(tokens, cache=cache, return_hidden=True)[:, -1]  # (1, D)
+    logits = model.output_projection(hidden).float()  # (1, V)
+    if temperature == 0:
+        return int(logits.argmax(dim=-1))
+    probs = filter_logits(logits / temperature, top_k, top_p).softmax(dim=-1)
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+def sample(
+    model: DecoderOnlyLM,
+    prompt_ids: Sequence[int],
+    max_new_tokens: int = 100,
+    temperature: float = 1.0,
+    top_k: int | None = None,
+    top_p: float | None = None,
+    seed: int | None = None,
+    stop_ids: Iterable[int] = (EOS_ID,),
+) -> list[int]:
+    """The generated token ids (without the prompt; a stop id, if reached, is included).
+
+    Same arguments as `sample_stream`.
+    """
+    return list(
+        sample_stream(model, prompt_ids, max_new_tokens, temperature, top_k, top_p, seed, stop_ids)
+    )

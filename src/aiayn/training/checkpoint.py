@@ -1,0 +1,131 @@
+"""Checkpoints: atomic, resumable, averageable.
+
+Run directory layout:
+
+    RUN_DIR/
+      config.json, model.safetensors, tokenizer.json   the best model so far (a model directory)
+      train_config.yaml                                 the full resolved config
+      metrics.jsonl                                     one JSON object per log/validation
+      checkpoints/step_000500/                          the last K saves, each holding
+        config.json, model.safetensors                    the weights (a model directory), and
+        training_state.pt                                 optimizer, schedule step, RNG, data position
+
+A checkpoint is written into a hidden temporary directory and renamed into place in one
+step, so a crash mid-save leaves the previous checkpoints untouched and never a partial one.
+Training state is read back with `torch.load(weights_only=True)`, which refuses pickles
+that would run code.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from aiayn.errors import CheckpointError
+from aiayn.files import atomic_write
+from aiayn.model.pretrained import WEIGHTS_FILE, load_model, load_weights, read_model_json
+
+CHECKPOINTS = "checkpoints"
+STATE_FILE = "training_state.pt"
+STEP_PATTERN = re.compile(r"^step_(\d{6,})$")
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def save_checkpoint(
+    run_dir: Path, step: int, model: nn.Module, state: dict[str, Any], keep: int
+) -> Path:
+    """Write `checkpoints/step_NNNNNN/` atomically and keep only the newest `keep` checkpoints."""
+    root = Path(run_dir) / CHECKPOINTS
+    root.mkdir(parents=True, exist_ok=True)
+    final = root / f"step_{step:06d}"
+    tmp = root / f".{final.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    model.save_pretrained(tmp)
+    atomic_write(tmp / STATE_FILE, lambda path: torch.save(state, path))
+    _fsync_dir(tmp)
+    if final.exists():  # the same step saved again (e.g. after a resume): replace it
+        shutil.rmtree(final)
+    os.rename(tmp, final)
+    _fsync_dir(root)
+    for old in list_checkpoints(run_dir)[:-keep]:
+        shutil.rmtree(old, ignore_errors=True)
+    return final
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """Complete checkpoints of a run, oldest first (temporary directories are ignored)."""
+    root = Path(run_dir) / CHECKPOINTS
+    if not root.is_dir():
+        return []
+    found = [
+        (int(m.group(1)), p)
+        for p in root.iterdir()
+        if (m := STEP_PATTERN.match(p.name)) and (p / STATE_FILE).is_file() and (p / WEIGHTS_FILE).is_file()
+    ]
+    return [p for _, p in sorted(found)]
+
+
+def load_training_state(checkpoint: Path) -> dict[str, Any]:
+    """Read `training_state.pt` safely (`weights_only=True`); a hostile pickle is refused."""
+    path = Path(checkpoint) / STATE_FILE
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError:
+        raise CheckpointError(f"{path} is missing") from None
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError) as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise CheckpointError(
+            f"{path}: refused to load: not a plain tensor/number checkpoint ({first_line})"
+        ) from None
+
+
+def restore_weights(model: nn.Module, checkpoint: Path) -> None:
+    """Load a checkpoint's weights into `model` (names and shapes checked)."""
+    load_weights(model, Path(checkpoint) / WEIGHTS_FILE)
+
+
+def average_checkpoints(run_dir: Path, last: int, out: Path) -> list[Path]:
+    """Average the weights of the last `last` checkpoints into model directory `out` (Sec. 6.1).
+
+    "For the base models, we used a single model obtained by averaging the last 5
+    checkpoints, which were written at 10-minute intervals." The tokenizer files of the run
+    are copied along, so `out` is a complete model directory.
+    """
+    checkpoints = list_checkpoints(run_dir)
+    if not checkpoints:
+        raise CheckpointError(f"{run_dir}: no checkpoints to average under {CHECKPOINTS}/")
+    if last < 1:
+        raise CheckpointError(f"--last must be >= 1, got {last}")
+    chosen = checkpoints[-last:]
+    model = load_model(chosen[0])
+    total = {name: tensor.double().clone() for name, tensor in model.state_dict().items()}
+    for checkpoint in chosen[1:]:
+        other = load_model(checkpoint)
+        for name, tensor in other.state_dict().items():
+            total[name] += tensor.double()
+    averaged = {name: (tensor / len(chosen)).to(model.state_dict()[name].dtype) for name, tensor in total.items()}
+    model.load_state_dict(averaged)
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    for tokenizer_file in Path(run_dir).glob("*tokenizer.json"):
+        atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
+    read_model_json(out)  # sanity: the result is a model directory
+    return chosen
+
+

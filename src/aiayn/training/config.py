@@ -1,0 +1,236 @@
+"""Training configuration: YAML files validated into dataclasses.
+
+A config has three sections, `data`, `model` and `train`. An unknown key anywhere is a
+`ConfigError` listing the valid keys; any field can be overridden on the command line with
+a dotted path (`--set train.max_steps=200`, the value parsed as YAML).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from aiayn.errors import ConfigError
+
+
+@dataclass
+class DataConfig:
+    """Where the sentence pairs come from and how they are tokenized.
+
+    `task` is a built-in synthetic task ('copy', 'reverse', 'dates'), 'multi30k' (read from
+    `multi30k/` under the data root), or 'files' (the `train_src`/`train_tgt`/... paths).
+    """
+
+    task: str = "dates"
+    seed: int = 1
+    num_train: int = 50000
+    num_valid: int = 1000
+    num_test: int = 1000
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    download: bool = False
+    train_src: str | None = None
+    train_tgt: str | None = None
+    valid_src: str | None = None
+    valid_tgt: str | None = None
+    test_src: str | None = None
+    test_tgt: str | None = None
+    tokenizer: str = "bpe"
+    vocab_size: int = 8000
+    joint_vocab: bool = True
+    max_len: int = 128
+
+
+@dataclass
+class ModelSection:
+    """`preset` ('tiny', 'small', 'base', 'big') plus any `ModelConfig` field to override.
+
+    Vocabulary sizes come from the tokenizer; `vocab_size` is never set here.
+    """
+
+    preset: str = "small"
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation, budgets, validation and checkpointing."""
+
+    max_steps: int | None = None
+    max_epochs: int | None = None
+    max_minutes: float | None = None
+    batch_tokens: int = 4096
+    accumulate: int = 1
+    schedule: str = "noam"
+    lr_scale: float = 1.0
+    lr: float = 1e-3
+    min_lr: float = 0.0
+    warmup: int = 4000
+    label_smoothing: float = 0.1
+    adam_beta1: float = 0.9
+    adam_beta2: float = 0.98
+    adam_eps: float = 1e-9
+    weight_decay: float = 0.0
+    clip_grad_norm: float | None = 1.0
+    precision: str = "auto"
+    device: str = "auto"
+    threads: int | None = None
+    seed: int = 1
+    log_every: int = 50
+    eval_every: int = 500
+    keep_checkpoints: int = 5
+    early_stopping_patience: int | None = None
+    validation_metric: str = "loss"
+    bleu_max_sentences: int | None = 500
+    bleu_beam: int = 1
+    test_beam: int = 4
+    test_alpha: float = 0.6
+    max_bad_steps: int = 10
+    progress_bar: bool = True
+
+
+@dataclass
+class RunConfig:
+    """The whole training configuration, as written to `train_config.yaml`."""
+
+    data: DataConfig = field(default_factory=DataConfig)
+    model: ModelSection = field(default_factory=ModelSection)
+    train: TrainConfig = field(default_factory=TrainConfig)
+
+    def to_dict(self) -> dict[str, Any]:
+        model = {"preset": self.model.preset, **self.model.overrides}
+        return {"data": dataclasses.asdict(self.data), "model": model,
+                "train": dataclasses.asdict(self.train)}
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.to_dict(), sort_keys=False)
+
+
+CHOICES = {
+    ("train", "schedule"): ("noam", "inverse_sqrt", "cosine", "constant"),
+    ("train", "precision"): ("auto", "fp32", "bf16"),
+    ("train", "validation_metric"): ("loss", "bleu"),
+    ("data", "tokenizer"): ("bpe", "char"),
+}
+
+
+def _check_type(where: str, value: Any, annotation: Any) -> Any:
+    """Check (and gently coerce int -> float) one value against a field annotation."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(annotation)
+        if value is None and type(None) in options:
+            return None
+        annotation = next(a for a in options if a is not type(None))
+    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if annotation in (int, float, str, bool):
+        if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
+            raise ConfigError(f"{where} must be {annotation.__name__}, got {value!r}")
+    return value
+
+
+def _build(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = sorted(set(data) - set(names))
+    if unknown:
+        raise ConfigError(
+            f"unknown key(s) {', '.join(where + '.' + k if where else k for k in unknown)}; "
+            f"valid keys{' in ' + where if where else ''}: {', '.join(names)}"
+        )
+    kwargs = {}
+    for name, value in data.items():
+        path = f"{where}.{name}" if where else name
+        kwargs[name] = _check_type(path, value, hints[name])
+        choices = CHOICES.get((where, name))
+        if choices and kwargs[name] not in choices:
+            raise ConfigError(f"{path} must be one of {', '.join(choices)}; got {value!r}")
+    return cls(**kwargs)
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """Validate a nested dict (as read from YAML) into a `RunConfig`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"a config must be a mapping with data/model/train sections, got {data!r}")
+    unknown = sorted(set(data) - {"data", "model", "train"})
+    if unknown:
+        raise ConfigError(f"unknown section(s) {', '.join(unknown)}; valid sections: data, model, train")
+    model = dict(data.get("model") or {})
+    preset = model.pop("preset", "small")
+    from aiayn.model import ModelConfig  # the valid override names are ModelConfig's fields
+
+    valid = {f.name for f in dataclasses.fields(ModelConfig)} - {"src_vocab_size", "tgt_vocab_size"}
+    bad = sorted(set(model) - valid)
+    if bad:
+        raise ConfigError(
+            f"unknown key(s) {', '.join('model.' + k for k in bad)}; valid keys in model: "
+            f"preset, {', '.join(sorted(valid))}"
+        )
+    config = RunConfig(
+        data=_build(DataConfig, data.get("data") or {}, "data"),
+        model=ModelSection(preset=preset, overrides=model),
+        train=_build(TrainConfig, data.get("train") or {}, "train"),
+    )
+    for name in ("batch_tokens", "accumulate", "log_every", "eval_every", "keep_checkpoints",
+                 "max_bad_steps"):
+        if getattr(config.train, name) <= 0:
+            raise ConfigError(f"train.{name} must be > 0, got {getattr(config.train, name)!r}")
+    return config
+
+
+def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    """Apply `section.key=value` overrides (value parsed as YAML) to a nested dict."""
+    data = {k: dict(v or {}) for k, v in (data or {}).items()}
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set expects section.key=value, got {item!r}")
+        path, raw = item.split("=", 1)
+        parts = path.strip().split(".")
+        if len(parts) != 2:
+            raise ConfigError(f"--set expects a dotted path section.key, got {path!r}")
+        section, key = parts
+        try:
+            value = yaml.safe_load(raw)
+        except yaml.YAMLError as error:
+            raise ConfigError(f"--set {item!r}: value is not valid YAML ({error})") from None
+        data.setdefault(section, {})[key] = value
+    return data
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a YAML config file; errors name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError) as error:
+        raise ConfigError(f"{path}: not a valid YAML file ({error})") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping with data/model/train sections")
+    return data or {}
+
+
+def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
+    """Read `path` (the built-in `dates` config when None), apply overrides, validate."""
+    data = read_yaml(path) if path is not None else read_yaml(default_config_path())
+    try:
+        return config_from_dict(apply_overrides(data, list(overrides)))
+    except ConfigError as error:
+        raise ConfigError(f"{path or default_config_path()}: {error}") from None
+
+
+def default_config_path() -> Path:
+    """The embedded default config: the built-in `dates` task."""
+    return Path(__file__).resolve().parent.parent / "configs" / "dates.yaml"

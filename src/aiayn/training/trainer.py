@@ -1,0 +1,347 @@
+"""The training loop: batches -> label-smoothed loss -> Adam with warmup -> checkpoints.
+
+One optimisation step (Sec. 5): the token-budget batches of one step (several with gradient
+accumulation) go through the model; the summed label-smoothed loss is divided by the number
+of target tokens of the whole step; gradients are clipped; Adam (beta1 0.9, beta2 0.98,
+eps 1e-9, Sec. 5.3) updates the weights at the scheduled learning rate. Every
+`eval_every` steps the validation loss (and BLEU, for translation) is measured, the best
+model is written to the run directory's root and a checkpoint is saved.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import signal
+import time
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from aiayn.data.batching import Batch, ParallelDataset
+from aiayn.data.special_tokens import PAD_ID
+from aiayn.errors import TrainingError
+from aiayn.files import atomic_write_text
+from aiayn.training.checkpoint import list_checkpoints, load_training_state, restore_weights, save_checkpoint
+from aiayn.training.config import RunConfig
+from aiayn.training.device import autocast, resolve_precision, select_device
+from aiayn.training.loss import label_smoothed_nll
+from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
+from aiayn.training.schedule import learning_rate
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrainState:
+    """Everything besides weights and optimizer needed to continue a run exactly."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    elapsed_s: float = 0.0
+    target_tokens: int = 0
+    best_metric: float | None = None
+    best_step: int = 0
+    evals_without_improvement: int = 0
+    skipped_steps: int = 0
+
+
+class StopRequested(Exception):
+    """Raised inside the loop when SIGINT/SIGTERM arrived; a checkpoint has been written."""
+
+
+@torch.no_grad()
+def validation_loss(
+    model: nn.Module, dataset: ParallelDataset, batch_tokens: int, device: torch.device, precision: str
+) -> float:
+    """Mean negative log-likelihood per target token (no label smoothing) over `dataset`."""
+    was_training = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    for batch in dataset.batches(batch_tokens, shuffle=False):
+        batch = batch.to(device)
+        keep = batch.labels != PAD_ID
+        with autocast(precision, device):
+            logits = model(batch.src, batch.tgt_in, output_mask=keep)
+        total += float(label_smoothed_nll(logits, batch.labels[keep], smoothing=0.0))
+        tokens += batch.num_tgt_tokens
+    model.train(was_training)
+    return total / max(tokens, 1)
+
+
+class Trainer:
+    """Trains a model on prepared data into a run directory (see `aiayn.training.checkpoint`).
+
+    Args:
+        config: the resolved run configuration.
+        model: the model to train (a `Transformer`, or any model with the same call).
+        train_data: the encoded training set.
+        valid_data: the encoded validation set (or None).
+        run_dir: where the best model, checkpoints and metrics go.
+        evaluate: optional callback `evaluate(model) -> dict` of extra validation metrics
+            (e.g. BLEU), called at every validation.
+        save_extra: optional callback `save_extra(directory)` writing files that belong with
+            every saved model (e.g. the tokenizer).
+        is_main: this process writes logs and files (rank 0 under torchrun).
+    """
+
+    def __init__(
+        self,
+        config: RunConfig,
+        model: nn.Module,
+        train_data: ParallelDataset,
+        valid_data: ParallelDataset | None,
+        run_dir: Path,
+        evaluate: Any = None,
+        save_extra: Any = None,
+        is_main: bool = True,
+    ) -> None:
+        self.config = config
+        self.cfg = config.train
+        self.run_dir = Path(run_dir)
+        self.device = select_device(self.cfg.device)
+        self.precision = resolve_precision(self.cfg.precision, self.device)
+        self.model = model.to(self.device)
+        self.train_data = train_data
+        self.valid_data = valid_data
+        self.evaluate = evaluate
+        self.save_extra = save_extra
+        self.is_main = is_main
+        self.state = TrainState()
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(),
+            lr=0.0,
+            betas=(self.cfg.adam_beta1, self.cfg.adam_beta2),
+            eps=self.cfg.adam_eps,
+            weight_decay=self.cfg.weight_decay,
+        )
+        self.stop_signal: int | None = None
+        self.consecutive_bad_steps = 0
+        self.metrics: MetricsLog | None = None
+
+    # -------------------------------------------------------------- resume
+    def resume(self) -> bool:
+        """Load the newest complete checkpoint, if any; return whether one was found."""
+        checkpoints = list_checkpoints(self.run_dir)
+        if not checkpoints:
+            return False
+        latest = checkpoints[-1]
+        state = load_training_state(latest)
+        restore_weights(self.model, latest)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.state = TrainState(**state["train_state"])
+        torch.set_rng_state(state["rng_cpu"])
+        if torch.cuda.is_available() and "rng_cuda" in state:
+            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        log.info("resumed from %s (step %d, epoch %d)", latest, self.state.step, self.state.epoch)
+        return True
+
+    def _checkpoint_state(self) -> dict[str, Any]:
+        state = {
+            "optimizer": self.optimizer.state_dict(),
+            "train_state": asdict(self.state),
+            "rng_cpu": torch.get_rng_state(),
+        }
+        if torch.cuda.is_available():
+            state["rng_cuda"] = torch.cuda.get_rng_state_all()
+        return state
+
+    def save_checkpoint(self) -> Path | None:
+        if not self.is_main:
+            return None
+        path = save_checkpoint(
+            self.run_dir, self.state.step, self.model, self._checkpoint_state(), self.cfg.keep_checkpoints
+        )
+        if self.save_extra is not None:
+            self.save_extra(path)
+        return path
+
+    # -------------------------------------------------------------- data
+    def _batches(self) -> Iterator[Batch]:
+        """Training batches from the saved data position on, epoch after epoch."""
+        while self.cfg.max_epochs is None or self.state.epoch < self.cfg.max_epochs:
+            for batch in self.train_data.batches(
+                self.cfg.batch_tokens, shuffle=True, seed=self.cfg.seed,
+                epoch=self.state.epoch, start=self.state.batch_in_epoch,
+            ):
+                self.state.batch_in_epoch += 1
+                yield batch
+            self.state.epoch += 1
+            self.state.batch_in_epoch = 0
+
+    # -------------------------------------------------------------- one step
+    def learning_rate(self, step: int) -> float:
+        return learning_rate(
+            step, self.cfg.schedule,
+            d_model=self.model.config.d_model, warmup=self.cfg.warmup, scale=self.cfg.lr_scale,
+            lr=self.cfg.lr, min_lr=self.cfg.min_lr, total_steps=self.cfg.max_steps,
+        )
+
+    def train_step(self, batches: list[Batch]) -> float | None:
+        """One optimizer update over `batches`; returns the loss per target token, or None
+        when the step was skipped because the loss or the gradients were not finite."""
+        self.model.train()
+        num_tokens = sum(b.num_tgt_tokens for b in batches)
+        total = 0.0
+        for batch in batches:
+            batch = batch.to(self.device, non_blocking=True)
+            keep = batch.labels != PAD_ID
+            with autocast(self.precision, self.device):
+                logits = self.model(batch.src, batch.tgt_in, output_mask=keep)
+            loss = label_smoothed_nll(logits, batch.labels[keep], self.cfg.label_smoothing)
+            (loss / num_tokens).backward()
+            total += float(loss.detach())
+        lr = self.learning_rate(self.state.step + 1)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        max_norm = self.cfg.clip_grad_norm or float("inf")
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        if not (math.isfinite(total) and math.isfinite(grad_norm)):
+            self.optimizer.zero_grad(set_to_none=True)
+            self.state.skipped_steps += 1
+            self.consecutive_bad_steps += 1
+            log.warning(
+                "step %d: non-finite %s; step skipped (%d skipped so far, %d in a row)",
+                self.state.step + 1, "loss" if not math.isfinite(total) else "gradient norm",
+                self.state.skipped_steps, self.consecutive_bad_steps,
+            )
+            if self.consecutive_bad_steps >= self.cfg.max_bad_steps:
+                raise TrainingError(
+                    f"{self.consecutive_bad_steps} consecutive steps had a non-finite loss or "
+                    f"gradient (train.max_bad_steps={self.cfg.max_bad_steps}); lower the learning "
+                    "rate or check the data"
+                )
+            return None
+        self.consecutive_bad_steps = 0
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        self.state.step += 1
+        self.state.target_tokens += num_tokens
+        return total / num_tokens
+
+    # -------------------------------------------------------------- validation
+    def validate(self) -> dict[str, float]:
+        """Validation loss/perplexity (+ callback metrics); updates the best model."""
+        record: dict[str, float] = {}
+        if self.valid_data is not None and len(self.valid_data):
+            loss = validation_loss(self.model, self.valid_data, self.cfg.batch_tokens, self.device, self.precision)
+            record = {"loss": loss, "ppl": math.exp(min(loss, 50.0))}
+        if self.evaluate is not None:
+            record |= self.evaluate(self.model)
+        metric_name = self.cfg.validation_metric
+        if metric_name in record:
+            value = record[metric_name]
+            better = (
+                self.state.best_metric is None
+                or (value > self.state.best_metric if metric_name == "bleu" else value < self.state.best_metric)
+            )
+            if better:
+                self.state.best_metric, self.state.best_step = value, self.state.step
+                self.state.evals_without_improvement = 0
+                self.save_best()
+            else:
+                self.state.evals_without_improvement += 1
+        else:
+            self.save_best()  # nothing to compare: the latest model is the one to keep
+        return record
+
+    def save_best(self) -> None:
+        if self.is_main:
+            self.model.save_pretrained(self.run_dir)
+            if self.save_extra is not None:
+                self.save_extra(self.run_dir)
+
+    # -------------------------------------------------------------- the loop
+    def _out_of_budget(self, started: float) -> str | None:
+        c, s = self.cfg, self.state
+        if c.max_steps is not None and s.step >= c.max_steps:
+            return f"reached train.max_steps={c.max_steps}"
+        if c.max_minutes is not None and s.elapsed_s + time.perf_counter() - started >= 60 * c.max_minutes:
+            return f"reached train.max_minutes={c.max_minutes}"
+        if c.early_stopping_patience is not None and s.evals_without_improvement >= c.early_stopping_patience:
+            return f"no improvement in {c.early_stopping_patience} validations (early stopping)"
+        return None
+
+    def _on_signal(self, signum: int, _frame: Any) -> None:
+        self.stop_signal = signum
+
+    def fit(self, resume: bool = False) -> TrainState:
+        """Train until a budget runs out; returns the final state."""
+        from tqdm.auto import tqdm
+
+        if resume:
+            self.resume()
+        self.metrics = MetricsLog(self.run_dir, self.state.step if resume else None, enabled=self.is_main)
+        if self.is_main:
+            atomic_write_text(self.run_dir / CONFIG_FILE, self.config.to_yaml())
+        previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        bar = tqdm(
+            total=self.cfg.max_steps, initial=self.state.step, disable=not (self.cfg.progress_bar and self.is_main),
+            unit="step", dynamic_ncols=True,
+        )
+        started = time.perf_counter()
+        window_tokens, window_start, reason = 0, time.perf_counter(), None
+        batches = self._batches()
+        try:
+            while (reason := self._out_of_budget(started)) is None:
+                group = [b for _, b in zip(range(self.cfg.accumulate), batches, strict=False)]
+                if not group:
+                    reason = f"reached train.max_epochs={self.cfg.max_epochs}"
+                    break
+                loss = self.train_step(group)
+                if loss is None:
+                    continue
+                bar.update(1)
+                window_tokens += sum(b.num_tgt_tokens for b in group)
+                step = self.state.step
+                if step % self.cfg.log_every == 0 or step == 1:
+                    now = time.perf_counter()
+                    tokens_per_s = window_tokens / max(now - window_start, 1e-9)
+                    window_tokens, window_start = 0, now
+                    lr = self.optimizer.param_groups[0]["lr"]
+                    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+                    self.metrics.write({
+                        "step": step, "split": "train", "loss": loss, "lr": lr, "epoch": self.state.epoch,
+                        "tokens_per_s": tokens_per_s, "elapsed_s": self.state.elapsed_s + now - started,
+                    })
+                if step % self.cfg.eval_every == 0:
+                    self._validate_and_save(started)
+                if self.stop_signal is not None:
+                    raise StopRequested
+            if self.state.step % self.cfg.eval_every != 0 or self.state.step == 0:
+                self._validate_and_save(started)
+            log.info("training stopped: %s", reason)
+        except StopRequested:
+            self.state.elapsed_s += time.perf_counter() - started
+            path = self.save_checkpoint()
+            name = signal.Signals(self.stop_signal).name
+            log.warning("%s received: checkpoint written to %s", name, path)
+            if self.is_main:
+                print(f"\nInterrupted by {name} at step {self.state.step}. Resume with:\n"
+                      f"  aiayn train --resume {self.run_dir}", flush=True)
+            raise
+        finally:
+            bar.close()
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+        self.state.elapsed_s += time.perf_counter() - started
+        return self.state
+
+    def _validate_and_save(self, started: float) -> None:
+        now = time.perf_counter()
+        record = self.validate()
+        elapsed = self.state.elapsed_s + time.perf_counter() - started
+        self.metrics.write({"step": self.state.step, "split": "val", **record, "elapsed_s": elapsed,
+                            "validation_s": time.perf_counter() - now})
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items())
+        log.info("step %d: validation %s", self.state.step, shown)
+        # Store elapsed time so far in the checkpoint, then keep counting from here.
+        saved_elapsed = self.state.elapsed_s
+        self.state.elapsed_s = elapsed
+        self.save_checkpoint()
+        self.state.elapsed_s = saved_elapsed

@@ -1,0 +1,71 @@
+"""Greedy search: the cache changes nothing but speed; batching changes nothing at all."""
+
+import pytest
+import torch
+
+from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from aiayn.decoding import greedy_search, output_limits
+from .helpers import source_batch, tiny_transformer
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_cached_and_uncached_decoding_agree(seed):
+    model = tiny_transformer(seed)
+    src = source_batch([5, 3, 7, 1], seed=seed)
+    cached = greedy_search(model, src, max_len_extra=6)
+    uncached = greedy_search(model, src, max_len_extra=6, use_cache=False)
+    assert cached.tokens == uncached.tokens
+    assert cached.scores == pytest.approx(uncached.scores, abs=1e-5)
+
+
+def test_forced_steps_agree_without_stopping():
+    model = tiny_transformer(3)
+    src = source_batch([4, 6], seed=3)
+    cached = greedy_search(model, src, max_steps=12, stop_at_eos=False)
+    uncached = greedy_search(model, src, max_steps=12, stop_at_eos=False, use_cache=False)
+    assert [len(t) for t in cached.tokens] == [12, 12]
+    assert cached.tokens == uncached.tokens
+    assert cached.scores == pytest.approx(uncached.scores, abs=1e-5)
+
+
+def test_batch_equals_one_by_one():
+    model = tiny_transformer(4)
+    lengths = [2, 9, 5, 1, 6]
+    src = source_batch(lengths, seed=4)
+    batched = greedy_search(model, src, max_len_extra=5)
+    for i, n in enumerate(lengths):
+        alone = greedy_search(model, src[i : i + 1, : n + 1], max_len_extra=5)
+        assert alone.tokens[0] == batched.tokens[i]
+        assert alone.scores[0] == pytest.approx(batched.scores[i], abs=1e-5)
+
+
+def test_score_is_the_forced_decoding_log_probability():
+    model = tiny_transformer(5)
+    src = source_batch([4], seed=5)
+    out = greedy_search(model, src, max_len_extra=8)
+    tokens = out.tokens[0]
+    ended = len(tokens) < 4 + 1 + 8  # stopped by <eos> rather than the length limit
+    labels = torch.tensor([[*tokens, EOS_ID]] if ended else [tokens])
+    tgt_in = torch.tensor([[BOS_ID, *labels[0, :-1].tolist()]])
+    with torch.no_grad():
+        logp = model(src, tgt_in).log_softmax(-1).gather(2, labels[:, :, None]).sum()
+    assert out.scores[0] == pytest.approx(float(logp), abs=1e-5)
+
+
+def test_length_limits_and_no_special_outputs():
+    model = tiny_transformer(6)
+    src = source_batch([3, 8], seed=6)
+    limits = output_limits(src, PAD_ID, max_len_extra=2)
+    assert limits.tolist() == [4 + 2, 9 + 2]  # source tokens + <eos> + extra
+    out = greedy_search(model, src, max_len_extra=2)
+    for tokens, limit in zip(out.tokens, limits.tolist(), strict=True):
+        assert len(tokens) <= limit
+        assert not {PAD_ID, BOS_ID} & set(tokens)
+    assert output_limits(src, PAD_ID, max_steps=30, model_max_len=16).tolist() == [16, 16]
+
+
+def test_model_max_len_caps_the_output():
+    model = tiny_transformer(7, max_len=10)
+    src = source_batch([6], seed=7)
+    out = greedy_search(model, src, max_len_extra=50, stop_at_eos=False)
+    assert len(out.tokens[0]) == 10

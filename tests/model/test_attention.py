@@ -1,0 +1,184 @@
+"""Scaled dot-product attention, masks, and the two attention paths.
+
+The explicit path (need_weights=True, written out as Eq. 1) and the fast path
+(`F.scaled_dot_product_attention`) must give the same outputs; probabilities must be a
+distribution over the allowed keys, with masked keys at exactly 0.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from torch import Tensor
+
+from aiayn.model import (
+    MultiHeadAttention,
+    attention_mask,
+    padding_mask,
+    scaled_dot_product_attention,
+    subsequent_mask,
+)
+
+from .helpers import build, pad_to_lengths, random_tokens
+
+ATOL = 1e-5
+FAST = settings(max_examples=25, deadline=None)
+
+
+def qkv(batch: int, heads: int, queries: int, keys: int, dim: int = 8, seed: int = 0):
+    generator = torch.Generator().manual_seed(seed)
+    return (
+        torch.randn(batch, heads, queries, dim, generator=generator),
+        torch.randn(batch, heads, keys, dim, generator=generator),
+        torch.randn(batch, heads, keys, dim, generator=generator),
+    )
+
+
+def check_probabilities(probabilities: Tensor, allowed: Tensor) -> None:
+    """Rows with any allowed key sum to 1; every blocked entry is exactly 0."""
+    allowed = allowed.expand_as(probabilities)
+    assert torch.all(probabilities[~allowed] == 0)
+    assert torch.all(probabilities >= 0)
+    live = allowed.any(dim=-1)
+    sums = probabilities.sum(dim=-1)
+    torch.testing.assert_close(sums[live], torch.ones_like(sums[live]), atol=1e-6, rtol=0)
+
+
+# ------------------------------------------------------------------------- masks
+def test_mask_conventions_true_means_may_attend() -> None:
+    tokens = torch.tensor([[5, 6, 0], [7, 0, 0]])
+    real = padding_mask(tokens, pad_id=0)
+    assert real.dtype == torch.bool
+    assert real.tolist() == [[True, True, False], [True, False, False]]
+
+    causal = subsequent_mask(3)
+    assert causal.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+
+    assert attention_mask(None) is None
+    assert attention_mask(real).shape == (2, 1, 1, 3)
+    assert attention_mask(None, causal=True, query_length=4).shape == (1, 1, 4, 4)
+    both = attention_mask(real, causal=True)
+    assert both.shape == (2, 1, 3, 3)
+    assert both[1, 0].tolist() == [[True, False, False], [True, False, False], [True, False, False]]
+    with pytest.raises(ValueError, match="query_length"):
+        attention_mask(None, causal=True)
+    with pytest.raises(ValueError, match="bool"):
+        attention_mask(tokens)
+    with pytest.raises(ValueError, match=r"\(B, T\)"):
+        padding_mask(tokens[0])
+
+
+# ------------------------------------------------- explicit path == fast path
+@FAST
+@given(
+    batch=st.integers(1, 3), heads=st.integers(1, 3), queries=st.integers(1, 6),
+    keys=st.integers(1, 6), density=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),
+)
+def test_paths_agree_under_arbitrary_masks(batch, heads, queries, keys, density, seed) -> None:
+    """Any (B, H, T, S) mask, including rows with every key blocked."""
+    q, k, v = qkv(batch, heads, queries, keys, seed=seed)
+    generator = torch.Generator().manual_seed(seed + 1)
+    mask = torch.rand(batch, heads, queries, keys, generator=generator) < density
+    fast, none = scaled_dot_product_attention(q, k, v, mask)
+    explicit, probabilities = scaled_dot_product_attention(q, k, v, mask, need_weights=True)
+    assert none is None
+    assert probabilities.shape == (batch, heads, queries, keys)
+    torch.testing.assert_close(explicit, fast, atol=ATOL, rtol=0)
+    check_probabilities(probabilities, mask)
+    assert torch.isfinite(explicit).all() and torch.isfinite(probabilities).all()
+
+
+@pytest.mark.parametrize("kind", ["none", "causal", "is_causal", "padding", "padding_causal"])
+def test_paths_agree_for_model_masks(kind: str) -> None:
+    q, k, v = qkv(2, 3, 5, 5, seed=7)
+    real = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    mask = {
+        "none": None,
+        "causal": subsequent_mask(5)[None, None],
+        "is_causal": None,
+        "padding": attention_mask(real),
+        "padding_causal": attention_mask(real, causal=True),
+    }[kind]
+    is_causal = kind == "is_causal"
+    fast, _ = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
+    explicit, probabilities = scaled_dot_product_attention(
+        q, k, v, mask, need_weights=True, is_causal=is_causal
+    )
+    torch.testing.assert_close(explicit, fast, atol=ATOL, rtol=0)
+    allowed = subsequent_mask(5)[None, None] if is_causal else mask
+    check_probabilities(probabilities, torch.ones(1, 1, 5, 5, dtype=torch.bool) if allowed is None else allowed)
+    if kind in ("causal", "is_causal", "padding_causal"):
+        assert torch.all(probabilities.triu(diagonal=1) == 0)
+    if kind in ("padding", "padding_causal"):
+        assert torch.all(probabilities[1, :, :, 3:] == 0)
+    if kind == "none":
+        assert torch.all(probabilities > 0)
+
+
+def test_attention_is_softmax_of_scaled_scores() -> None:
+    """Eq. 1 directly: softmax(Q K^T / sqrt(d_k)) V."""
+    q, k, v = qkv(1, 2, 3, 4, dim=16, seed=3)
+    expected = torch.softmax(q @ k.transpose(-2, -1) / 4.0, dim=-1)
+    output, probabilities = scaled_dot_product_attention(q, k, v, need_weights=True)
+    torch.testing.assert_close(probabilities, expected)
+    torch.testing.assert_close(output, expected @ v)
+
+
+def test_multi_head_attention_paths_agree_with_cache_and_cross() -> None:
+    torch.manual_seed(0)
+    attention = MultiHeadAttention(16, 4).eval()
+    x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
+    real = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+    for kwargs in ({"mask": attention_mask(real)}, {"mask": None}):
+        fast, _ = attention(x, memory, **kwargs)
+        explicit, weights = attention(x, memory, need_weights=True, **kwargs)
+        torch.testing.assert_close(explicit, fast, atol=ATOL, rtol=0)
+        assert weights.shape == (2, 4, 5, 7)
+    fast, _ = attention(x, is_causal=True)
+    explicit, weights = attention(x, need_weights=True, is_causal=True)
+    torch.testing.assert_close(explicit, fast, atol=ATOL, rtol=0)
+    assert torch.all(weights.triu(diagonal=1) == 0)
+    with pytest.raises(ValueError, match="query"):
+        attention(torch.randn(2, 5, 8))
+
+
+# ------------------------------------------------------------- whole models
+@pytest.mark.parametrize("norm_first", [False, True], ids=["post_ln", "pre_ln"])
+@pytest.mark.parametrize("tgt_padded", [False, True], ids=["causal_only", "tgt_padded"])
+def test_model_paths_agree(norm_first: bool, tgt_padded: bool) -> None:
+    """The stacks give the same states when asked for attention maps (explicit path)."""
+    model = build("transformer", norm_first=norm_first)
+    src = pad_to_lengths(random_tokens(3, 8, seed=1), [8, 5, 2])
+    tgt_in = random_tokens(3, 6, seed=2)
+    if tgt_padded:
+        tgt_in = pad_to_lengths(tgt_in, [6, 3, 1])
+    src_real = src != 0
+    with torch.no_grad():
+        memory = model.encode(src)
+        memory_explicit, encoder_maps = model._encode(src, src_real, need_weights=True)
+        hidden = model.decode(tgt_in, memory, src_real, return_hidden=True)
+        hidden_explicit, decoder_maps = model._decode(tgt_in, memory, src_real, None, None, True)
+    torch.testing.assert_close(memory_explicit, memory, atol=ATOL, rtol=0)
+    torch.testing.assert_close(hidden_explicit, hidden, atol=ATOL, rtol=0)
+    assert len(encoder_maps) == len(decoder_maps.self_attention) == len(decoder_maps.cross_attention) == 2
+
+
+def test_attention_maps_are_distributions_over_allowed_keys() -> None:
+    model = build("transformer")
+    src = pad_to_lengths(random_tokens(2, 6, seed=3), [6, 4])
+    tgt_in = pad_to_lengths(random_tokens(2, 5, seed=4), [5, 3])
+    maps = model.attention_maps(src, tgt_in)
+    assert len(maps.encoder) == len(maps.decoder) == len(maps.cross) == 2
+    src_keys = (src != 0)[:, None, None, :]
+    for layer in range(2):
+        assert maps.encoder[layer].shape == (2, 2, 6, 6)
+        assert maps.decoder[layer].shape == (2, 2, 5, 5)
+        assert maps.cross[layer].shape == (2, 2, 5, 6)
+        check_probabilities(maps.encoder[layer], src_keys)
+        check_probabilities(maps.cross[layer], src_keys)
+        check_probabilities(maps.decoder[layer], attention_mask(tgt_in != 0, causal=True))
+        assert torch.all(maps.decoder[layer].triu(diagonal=1) == 0)
+        assert torch.all(maps.encoder[layer][1, :, :, 4:] == 0)
+        assert torch.all(maps.decoder[layer][1, :, :, 3:] == 0)
