@@ -23,7 +23,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run directory")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
     parser.add_argument(
-        "--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
         help="override a config field, e.g. --set train.max_steps=200 (repeatable)",
     )
     parser.set_defaults(func=run)
@@ -63,8 +67,10 @@ def run(args: argparse.Namespace) -> int:
 
 def print_results(results: dict) -> None:
     test = results.get("test")
-    print(f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
-          f"({results['tokens_per_s']:,.0f} target tokens/s)")
+    print(
+        f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
+        f"({results['tokens_per_s']:,.0f} target tokens/s)"
+    )
     if not test:
         return
     print(f"held-out exact match: {test['exact_match']:.2f}%")

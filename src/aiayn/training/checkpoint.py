@@ -45,9 +45,7 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
-def save_checkpoint(
-    run_dir: Path, step: int, model: nn.Module, state: dict[str, Any], keep: int
-) -> Path:
+def save_checkpoint(run_dir: Path, step: int, model: nn.Module, state: dict[str, Any], keep: int) -> Path:
     """Write `checkpoints/step_NNNNNN/` atomically and keep only the newest `keep` checkpoints."""
     root = Path(run_dir) / CHECKPOINTS
     root.mkdir(parents=True, exist_ok=True)
@@ -118,7 +116,9 @@ def average_checkpoints(run_dir: Path, last: int, out: Path) -> list[Path]:
         other = load_model(checkpoint)
         for name, tensor in other.state_dict().items():
             total[name] += tensor.double()
-    averaged = {name: (tensor / len(chosen)).to(model.state_dict()[name].dtype) for name, tensor in total.items()}
+    averaged = {
+        name: (tensor / len(chosen)).to(model.state_dict()[name].dtype) for name, tensor in total.items()
+    }
     model.load_state_dict(averaged)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -127,5 +127,3 @@ def average_checkpoints(run_dir: Path, last: int, out: Path) -> list[Path]:
         atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
     read_model_json(out)  # sanity: the result is a model directory
     return chosen
-
-

@@ -105,8 +105,11 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         model = {"preset": self.model.preset, **self.model.overrides}
-        return {"data": dataclasses.asdict(self.data), "model": model,
-                "train": dataclasses.asdict(self.train)}
+        return {
+            "data": dataclasses.asdict(self.data),
+            "model": model,
+            "train": dataclasses.asdict(self.train),
+        }
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
@@ -130,9 +133,9 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
         annotation = next(a for a in options if a is not type(None))
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
-    if annotation in (int, float, str, bool):
-        if not isinstance(value, annotation) or (annotation is int and isinstance(value, bool)):
-            raise ConfigError(f"{where} must be {annotation.__name__}, got {value!r}")
+    basic = annotation in (int, float, str, bool)
+    if basic and (not isinstance(value, annotation) or (annotation is int and isinstance(value, bool))):
+        raise ConfigError(f"{where} must be {annotation.__name__}, got {value!r}")
     return value
 
 
@@ -182,8 +185,14 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         model=ModelSection(preset=preset, overrides=model),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
-    for name in ("batch_tokens", "accumulate", "log_every", "eval_every", "keep_checkpoints",
-                 "max_bad_steps"):
+    for name in (
+        "batch_tokens",
+        "accumulate",
+        "log_every",
+        "eval_every",
+        "keep_checkpoints",
+        "max_bad_steps",
+    ):
         if getattr(config.train, name) <= 0:
             raise ConfigError(f"train.{name} must be > 0, got {getattr(config.train, name)!r}")
     return config

@@ -55,9 +55,7 @@ def read_splits(config: DataConfig) -> dict[str, tuple[Pairs, str]]:
             elif src or tgt:
                 raise ConfigError(f"data.{split}_src and data.{split}_tgt must be given together")
         return splits
-    raise ConfigError(
-        f"data.task must be one of {', '.join(TASKS)}, multi30k, files; got {config.task!r}"
-    )
+    raise ConfigError(f"data.task must be one of {', '.join(TASKS)}, multi30k, files; got {config.task!r}")
 
 
 def encode_split(pairs: Pairs, origin: str, tokenizers: TokenizerPair, max_len: int) -> ParallelDataset:
@@ -98,7 +96,10 @@ def prepare_data(config: DataConfig, tokenizers: TokenizerPair | None = None) ->
     test_pairs = splits["test"][0] if "test" in splits else []
     log.info(
         "data: %d training pairs, %d validation pairs, %d test pairs; vocabularies %d/%d",
-        len(train), len(valid) if valid else 0, len(test_pairs),
-        tokenizers.source.vocab_size, tokenizers.target.vocab_size,
+        len(train),
+        len(valid) if valid else 0,
+        len(test_pairs),
+        tokenizers.source.vocab_size,
+        tokenizers.target.vocab_size,
     )
     return PreparedData(tokenizers, train, valid, valid_pairs, test_pairs)

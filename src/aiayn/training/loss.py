@@ -15,9 +15,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def label_smoothed_nll(
-    logits: Tensor, labels: Tensor, smoothing: float = 0.1, pad_id: int = 0
-) -> Tensor:
+def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float = 0.1, pad_id: int = 0) -> Tensor:
     """Summed label-smoothed negative log-likelihood.
 
     Args:

@@ -32,16 +32,23 @@ def build_model_config(config: RunConfig, tokenizers: TokenizerPair) -> ModelCon
     if tokenizers.is_joint:  # one vocabulary: shared embeddings and tied output (Sec. 3.4)
         overrides["vocab_size"] = tokenizers.source.vocab_size
     else:
-        overrides |= {"src_vocab_size": tokenizers.source.vocab_size,
-                      "tgt_vocab_size": tokenizers.target.vocab_size}
+        overrides |= {
+            "src_vocab_size": tokenizers.source.vocab_size,
+            "tgt_vocab_size": tokenizers.target.vocab_size,
+        }
     overrides.setdefault("max_len", max(256, config.data.max_len + 2))
     overrides.setdefault("extra", {"task": config.data.task})
     return ModelConfig.preset(config.model.preset, **overrides)
 
 
 def translation_metrics(
-    model: Transformer, tokenizers: TokenizerPair, pairs: list[tuple[str, str]], beam: int,
-    alpha: float = 0.6, device: torch.device | None = None, batch_tokens: int = 4096,
+    model: Transformer,
+    tokenizers: TokenizerPair,
+    pairs: list[tuple[str, str]],
+    beam: int,
+    alpha: float = 0.6,
+    device: torch.device | None = None,
+    batch_tokens: int = 4096,
 ) -> dict[str, Any]:
     """Translate the sources of `pairs`; BLEU, chrF and exact match against the targets."""
     translator = Translator(model, tokenizers, device=device)
@@ -54,7 +61,9 @@ def translation_metrics(
     return {
         "bleu": bleu.score,
         "chrf": corpus_chrf(hypotheses, references).score,
-        "exact_match": 100.0 * sum(h == r for h, r in zip(hypotheses, references, strict=True)) / max(len(pairs), 1),
+        "exact_match": 100.0
+        * sum(h == r for h, r in zip(hypotheses, references, strict=True))
+        / max(len(pairs), 1),
         "signature": bleu.signature,
         "sentences_per_s": len(pairs) / max(seconds, 1e-9),
         "hypotheses": hypotheses,
@@ -62,7 +71,11 @@ def translation_metrics(
 
 
 def run_training(
-    config: RunConfig, run_dir: Path, *, resume: bool = False, overwrite: bool = False,
+    config: RunConfig,
+    run_dir: Path,
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
     is_main: bool = True,
 ) -> dict[str, Any]:
     """Train as configured into `run_dir`; then evaluate the best model on the test split."""
@@ -78,8 +91,11 @@ def run_training(
     if is_main and not resume:
         data.tokenizers.save(run_dir)
     model = Transformer(build_model_config(config, data.tokenizers))
-    log.info("model: %s preset, %s parameters", config.model.preset,
-             f"{sum(p.numel() for p in model.parameters()):,}")
+    log.info(
+        "model: %s preset, %s parameters",
+        config.model.preset,
+        f"{sum(p.numel() for p in model.parameters()):,}",
+    )
 
     valid_pairs = data.valid_pairs[: config.train.bleu_max_sentences]
 
@@ -90,21 +106,35 @@ def run_training(
         return {"bleu": metrics["bleu"], "exact_match": metrics["exact_match"]}
 
     trainer = Trainer(
-        config, model, data.train, data.valid, run_dir,
-        evaluate=evaluate, save_extra=data.tokenizers.save, is_main=is_main,
+        config,
+        model,
+        data.train,
+        data.valid,
+        run_dir,
+        evaluate=evaluate,
+        save_extra=data.tokenizers.save,
+        is_main=is_main,
     )
     state = trainer.fit(resume=resume)
     results: dict[str, Any] = {
-        "steps": state.step, "epochs": state.epoch, "train_minutes": state.elapsed_s / 60,
-        "target_tokens": state.target_tokens, "tokens_per_s": state.target_tokens / max(state.elapsed_s, 1e-9),
-        "best_step": state.best_step, "skipped_steps": state.skipped_steps,
+        "steps": state.step,
+        "epochs": state.epoch,
+        "train_minutes": state.elapsed_s / 60,
+        "target_tokens": state.target_tokens,
+        "tokens_per_s": state.target_tokens / max(state.elapsed_s, 1e-9),
+        "best_step": state.best_step,
+        "skipped_steps": state.skipped_steps,
         "params": sum(p.numel() for p in model.parameters()),
     }
     if data.test_pairs and is_main:
         best = load_model(run_dir, device=trainer.device)
         metrics = translation_metrics(
-            best, data.tokenizers, data.test_pairs, beam=config.train.test_beam,
-            alpha=config.train.test_alpha, device=trainer.device,
+            best,
+            data.tokenizers,
+            data.test_pairs,
+            beam=config.train.test_beam,
+            alpha=config.train.test_alpha,
+            device=trainer.device,
         )
         hypotheses = metrics.pop("hypotheses")
         results["test"] = metrics

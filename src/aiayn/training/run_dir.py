@@ -60,8 +60,11 @@ class MetricsLog:
             return
         if resume_step is not None and self.path.exists():
             # Drop entries written after the checkpoint we resume from: they will be redone.
-            kept = [line for line in self.path.read_text().splitlines()
-                    if line.strip() and json.loads(line).get("step", 0) <= resume_step]
+            kept = [
+                line
+                for line in self.path.read_text().splitlines()
+                if line.strip() and json.loads(line).get("step", 0) <= resume_step
+            ]
             self.path.write_text("".join(line + "\n" for line in kept))
         self.tensorboard = None
         try:  # optional

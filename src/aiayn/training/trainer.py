@@ -166,8 +166,11 @@ class Trainer:
         """Training batches from the saved data position on, epoch after epoch."""
         while self.cfg.max_epochs is None or self.state.epoch < self.cfg.max_epochs:
             for batch in self.train_data.batches(
-                self.cfg.batch_tokens, shuffle=True, seed=self.cfg.seed,
-                epoch=self.state.epoch, start=self.state.batch_in_epoch,
+                self.cfg.batch_tokens,
+                shuffle=True,
+                seed=self.cfg.seed,
+                epoch=self.state.epoch,
+                start=self.state.batch_in_epoch,
             ):
                 self.state.batch_in_epoch += 1
                 yield batch
@@ -177,9 +180,14 @@ class Trainer:
     # -------------------------------------------------------------- one step
     def learning_rate(self, step: int) -> float:
         return learning_rate(
-            step, self.cfg.schedule,
-            d_model=self.model.config.d_model, warmup=self.cfg.warmup, scale=self.cfg.lr_scale,
-            lr=self.cfg.lr, min_lr=self.cfg.min_lr, total_steps=self.cfg.max_steps,
+            step,
+            self.cfg.schedule,
+            d_model=self.model.config.d_model,
+            warmup=self.cfg.warmup,
+            scale=self.cfg.lr_scale,
+            lr=self.cfg.lr,
+            min_lr=self.cfg.min_lr,
+            total_steps=self.cfg.max_steps,
         )
 
     def train_step(self, batches: list[Batch]) -> float | None:
@@ -207,8 +215,10 @@ class Trainer:
             self.consecutive_bad_steps += 1
             log.warning(
                 "step %d: non-finite %s; step skipped (%d skipped so far, %d in a row)",
-                self.state.step + 1, "loss" if not math.isfinite(total) else "gradient norm",
-                self.state.skipped_steps, self.consecutive_bad_steps,
+                self.state.step + 1,
+                "loss" if not math.isfinite(total) else "gradient norm",
+                self.state.skipped_steps,
+                self.consecutive_bad_steps,
             )
             if self.consecutive_bad_steps >= self.cfg.max_bad_steps:
                 raise TrainingError(
@@ -229,16 +239,17 @@ class Trainer:
         """Validation loss/perplexity (+ callback metrics); updates the best model."""
         record: dict[str, float] = {}
         if self.valid_data is not None and len(self.valid_data):
-            loss = validation_loss(self.model, self.valid_data, self.cfg.batch_tokens, self.device, self.precision)
+            loss = validation_loss(
+                self.model, self.valid_data, self.cfg.batch_tokens, self.device, self.precision
+            )
             record = {"loss": loss, "ppl": math.exp(min(loss, 50.0))}
         if self.evaluate is not None:
             record |= self.evaluate(self.model)
         metric_name = self.cfg.validation_metric
         if metric_name in record:
             value = record[metric_name]
-            better = (
-                self.state.best_metric is None
-                or (value > self.state.best_metric if metric_name == "bleu" else value < self.state.best_metric)
+            better = self.state.best_metric is None or (
+                value > self.state.best_metric if metric_name == "bleu" else value < self.state.best_metric
             )
             if better:
                 self.state.best_metric, self.state.best_step = value, self.state.step
@@ -281,8 +292,11 @@ class Trainer:
             atomic_write_text(self.run_dir / CONFIG_FILE, self.config.to_yaml())
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         bar = tqdm(
-            total=self.cfg.max_steps, initial=self.state.step, disable=not (self.cfg.progress_bar and self.is_main),
-            unit="step", dynamic_ncols=True,
+            total=self.cfg.max_steps,
+            initial=self.state.step,
+            disable=not (self.cfg.progress_bar and self.is_main),
+            unit="step",
+            dynamic_ncols=True,
         )
         started = time.perf_counter()
         window_tokens, window_start, reason = 0, time.perf_counter(), None
@@ -305,10 +319,17 @@ class Trainer:
                     window_tokens, window_start = 0, now
                     lr = self.optimizer.param_groups[0]["lr"]
                     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
-                    self.metrics.write({
-                        "step": step, "split": "train", "loss": loss, "lr": lr, "epoch": self.state.epoch,
-                        "tokens_per_s": tokens_per_s, "elapsed_s": self.state.elapsed_s + now - started,
-                    })
+                    self.metrics.write(
+                        {
+                            "step": step,
+                            "split": "train",
+                            "loss": loss,
+                            "lr": lr,
+                            "epoch": self.state.epoch,
+                            "tokens_per_s": tokens_per_s,
+                            "elapsed_s": self.state.elapsed_s + now - started,
+                        }
+                    )
                 if step % self.cfg.eval_every == 0:
                     self._validate_and_save(started)
                 if self.stop_signal is not None:
@@ -322,8 +343,11 @@ class Trainer:
             name = signal.Signals(self.stop_signal).name
             log.warning("%s received: checkpoint written to %s", name, path)
             if self.is_main:
-                print(f"\nInterrupted by {name} at step {self.state.step}. Resume with:\n"
-                      f"  aiayn train --resume {self.run_dir}", flush=True)
+                print(
+                    f"\nInterrupted by {name} at step {self.state.step}. Resume with:\n"
+                    f"  aiayn train --resume {self.run_dir}",
+                    flush=True,
+                )
             raise
         finally:
             bar.close()
@@ -336,8 +360,15 @@ class Trainer:
         now = time.perf_counter()
         record = self.validate()
         elapsed = self.state.elapsed_s + time.perf_counter() - started
-        self.metrics.write({"step": self.state.step, "split": "val", **record, "elapsed_s": elapsed,
-                            "validation_s": time.perf_counter() - now})
+        self.metrics.write(
+            {
+                "step": self.state.step,
+                "split": "val",
+                **record,
+                "elapsed_s": elapsed,
+                "validation_s": time.perf_counter() - now,
+            }
+        )
         shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items())
         log.info("step %d: validation %s", self.state.step, shown)
         # Store elapsed time so far in the checkpoint, then keep counting from here.
