@@ -10,3 +10,22 @@ def one_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(threads)
+
+
+SOURCES = ["ein hund läuft", "zwei katzen", "", "der mann liest ein buch", "ja"]
+TARGETS = ["a dog runs", "two cats", "", "the man reads a book", "yes"]
+
+
+@pytest.fixture(scope="session")
+def model_dir(tmp_path_factory):
+    """A model directory: a random tiny Transformer with a joint character tokenizer."""
+    from aiayn.data import TokenizerPair, Tokenizer
+
+    from .helpers import tiny_transformer
+
+    directory = tmp_path_factory.mktemp("model")
+    tokenizer = Tokenizer.train_char(SOURCES + TARGETS)
+    model = tiny_transformer(0, vocab_size=tokenizer.vocab_size, max_len=48)
+    model.save_pretrained(directory)
+    TokenizerPair(tokenizer, tokenizer).save(directory)
+    return directory

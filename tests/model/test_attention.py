@@ -108,7 +108,9 @@ def test_paths_agree_for_model_masks(kind: str) -> None:
     )
     torch.testing.assert_close(explicit, fast, atol=ATOL, rtol=0)
     allowed = subsequent_mask(5)[None, None] if is_causal else mask
-    check_probabilities(probabilities, torch.ones(1, 1, 5, 5, dtype=torch.bool) if allowed is None else allowed)
+    if allowed is None:
+        allowed = torch.ones(1, 1, 5, 5, dtype=torch.bool)
+    check_probabilities(probabilities, allowed)
     if kind in ("causal", "is_causal", "padding_causal"):
         assert torch.all(probabilities.triu(diagonal=1) == 0)
     if kind in ("padding", "padding_causal"):

@@ -16,7 +16,7 @@ from aiayn import __version__
 from aiayn.errors import AiaynError
 
 # Subcommand modules, in the order `aiayn --help` lists them.
-COMMAND_MODULES = ["train", "average", "demo"]
+COMMAND_MODULES = ["train", "average", "translate", "evaluate", "score", "demo"]
 
 
 def build_parser() -> argparse.ArgumentParser:

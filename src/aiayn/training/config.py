@@ -89,6 +89,7 @@ class TrainConfig:
     validation_metric: str = "loss"
     bleu_max_sentences: int | None = 500
     bleu_beam: int = 1
+    test_max_sentences: int | None = None
     test_beam: int = 4
     test_alpha: float = 0.6
     max_bad_steps: int = 10
@@ -133,6 +134,11 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
         annotation = next(a for a in options if a is not type(None))
     if annotation is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
+    if annotation is float and isinstance(value, str):
+        try:  # PyYAML reads "5e-4" (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
     basic = annotation in (int, float, str, bool)
     if basic and (not isinstance(value, annotation) or (annotation is int and isinstance(value, bool))):
         raise ConfigError(f"{where} must be {annotation.__name__}, got {value!r}")

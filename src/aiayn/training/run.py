@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import logging
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.evaluation.bleu import corpus_bleu, corpus_chrf
+from aiayn.evaluation.translation import evaluate_translation
 from aiayn.files import atomic_write_text
 from aiayn.model import ModelConfig, Transformer
 from aiayn.model.pretrained import load_model
@@ -47,26 +46,17 @@ def translation_metrics(
     pairs: list[tuple[str, str]],
     beam: int,
     alpha: float = 0.6,
-    device: torch.device | None = None,
-    batch_tokens: int = 4096,
 ) -> dict[str, Any]:
     """Translate the sources of `pairs`; BLEU, chrF and exact match against the targets."""
-    translator = Translator(model, tokenizers, device=device)
-    sources = [s for s, _ in pairs]
     references = [t for _, t in pairs]
-    started = time.perf_counter()
-    hypotheses = translator.translate(sources, beam=beam, alpha=alpha, batch_tokens=batch_tokens)
-    seconds = time.perf_counter() - started
-    bleu = corpus_bleu(hypotheses, references)
-    return {
-        "bleu": bleu.score,
-        "chrf": corpus_chrf(hypotheses, references).score,
-        "exact_match": 100.0
-        * sum(h == r for h, r in zip(hypotheses, references, strict=True))
-        / max(len(pairs), 1),
-        "signature": bleu.signature,
-        "sentences_per_s": len(pairs) / max(seconds, 1e-9),
-        "hypotheses": hypotheses,
+    evaluation = evaluate_translation(
+        Translator(model, tokenizers), [s for s, _ in pairs], references, beam=beam, alpha=alpha
+    )
+    matches = sum(h == r for h, r in zip(evaluation.hypotheses, references, strict=True))
+    return evaluation.to_dict() | {
+        "signature": evaluation.bleu.signature,
+        "exact_match": 100.0 * matches / max(len(pairs), 1),
+        "hypotheses": evaluation.hypotheses,
     }
 
 
@@ -131,10 +121,9 @@ def run_training(
         metrics = translation_metrics(
             best,
             data.tokenizers,
-            data.test_pairs,
+            data.test_pairs[: config.train.test_max_sentences],
             beam=config.train.test_beam,
             alpha=config.train.test_alpha,
-            device=trainer.device,
         )
         hypotheses = metrics.pop("hypotheses")
         results["test"] = metrics

@@ -1,0 +1,31 @@
+"""`aiayn score`: log P(reference | source) of each sentence pair by forced decoding.
+
+    aiayn score --model runs/multi30k --input test.de --ref test.en
+
+Prints one natural-log probability per line (the target's tokens and `<eos>`, summed).
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from aiayn.cli.evaluate import read_parallel_files
+from aiayn.cli.translate import add_model_arguments, load_translator
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "score", help="log-probability of each (source, reference) pair",
+        description="Forced decoding: print log P(ref | input) for each line pair.",
+    )
+    add_model_arguments(parser)
+    parser.add_argument("--input", required=True, metavar="FILE", help="source sentences")
+    parser.add_argument("--ref", required=True, metavar="FILE", help="target sentences to score")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    sources, targets = read_parallel_files(args.input, args.ref)
+    scores = load_translator(args).score(sources, targets, batch_tokens=args.batch_tokens)
+    print("".join(f"{score:.4f}\n" for score in scores), end="", flush=True)
+    return 0

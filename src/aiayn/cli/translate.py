@@ -1,0 +1,164 @@
+"""`aiayn translate`: translate text with a trained model, one output line per input line.
+
+    aiayn translate --model runs/multi30k --text "Ein Hund läuft."
+    aiayn translate --model runs/multi30k --input test.de --output test.hyp
+    cat test.de | aiayn translate --model runs/multi30k --nbest 4
+
+Input is read and translated in chunks of lines (so a long stdin stream starts producing
+output at once), each chunk sorted into token-budget batches, and written in input order.
+Empty input lines give empty output lines. With `--nbest K` each input gives up to K lines
+`index<TAB>score<TAB>hypothesis` (0-based input line index, best first).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import IO
+
+from aiayn.errors import DataError
+from aiayn.files import atomic_path
+from aiayn.translator import DEFAULT_BATCH_TOKENS, Translator
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model and --device, shared by translate, evaluate and score."""
+    parser.add_argument("--model", required=True, metavar="DIR",
+                        help="model directory (config.json, model.safetensors, tokenizer files)")
+    parser.add_argument("--device", default="auto",
+                        help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)")
+    parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS, metavar="N",
+                        help=f"padded source tokens per batch (default {DEFAULT_BATCH_TOKENS})")
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """--beam, --alpha, --max-len (the paper's decoding settings, Sec. 6.1)."""
+    parser.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default 4)")
+    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
+    parser.add_argument("--max-len", type=int, default=50, metavar="EXTRA",
+                        help="output tokens allowed beyond the source length (default 50)")
+
+
+def load_translator(args: argparse.Namespace) -> Translator:
+    return Translator.load(args.model, None if args.device == "auto" else args.device)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "translate", help="translate text with a trained model",
+        description="Translate stdin, --input FILE or --text; one output line per input line.",
+    )
+    add_model_arguments(parser)
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--input", metavar="FILE", help="file of sentences, one per line (.gz ok)")
+    source.add_argument("--text", help="one sentence to translate")
+    parser.add_argument("--output", metavar="FILE", help="write here (atomically) instead of stdout")
+    add_search_arguments(parser)
+    parser.add_argument("--nbest", type=int, default=1, metavar="K",
+                        help="print K hypotheses per input as index<TAB>score<TAB>text")
+    parser.add_argument("--chunk-lines", type=int, default=500, metavar="N",
+                        help="lines read and translated at a time (1 when stdin is a terminal)")
+    parser.set_defaults(func=run)
+
+
+# ------------------------------------------------------------------ line I/O
+def read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
+    """Lines of a binary stream, decoded as UTF-8, without their `\\n` / `\\r\\n`.
+
+    Only `\\n` ends a line (as in `aiayn.data.corpus`), so line alignment with other tools
+    is kept; invalid UTF-8 raises `DataError` naming the file and line.
+    """
+    for number, raw in enumerate(handle, start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise DataError(f"{name}: line {number} is not valid UTF-8 ({error.reason})") from None
+        if number == 1:
+            line = line.removeprefix("\ufeff")
+        yield line.removesuffix("\n").removesuffix("\r")
+
+
+def open_input(path: str, stack: ExitStack) -> IO[bytes]:
+    """Open a text file for `read_lines` (gzip by suffix or magic bytes), closed by `stack`."""
+    file = Path(path)
+    if not file.is_file():
+        raise DataError(f"input file not found: {path}")
+    handle = stack.enter_context(open(file, "rb"))
+    if file.suffix == ".gz" or handle.peek(2)[:2] == GZIP_MAGIC:
+        return stack.enter_context(gzip.open(handle, "rb"))  # type: ignore[return-value]
+    return handle
+
+
+def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
+    """Consecutive lists of `size` lines (the last may be shorter)."""
+    chunk: list[str] = []
+    for line in lines:
+        chunk.append(line)
+        if len(chunk) >= size:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def one_line(text: str) -> str:
+    """A hypothesis as one output line: newlines (which a byte-level tokenizer can
+    produce) become spaces, so output lines stay aligned with input lines."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def format_nbest(first_index: int, nbest: list) -> list[str]:
+    """`index<TAB>score<TAB>hypothesis` lines for the n-best lists of consecutive inputs."""
+    return [
+        f"{first_index + i}\t{entry.score:.4f}\t{one_line(entry.text)}"
+        for i, entries in enumerate(nbest)
+        for entry in entries
+    ]
+
+
+# ------------------------------------------------------------------ command
+def run(args: argparse.Namespace) -> int:
+    if args.nbest < 1 or args.nbest > args.beam:
+        raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
+    if args.chunk_lines < 1:
+        raise DataError(f"--chunk-lines must be >= 1, got {args.chunk_lines}")
+    translator = load_translator(args)
+    with ExitStack() as stack:
+        if args.text is not None:
+            lines: Iterable[str] = [args.text]
+            chunk_lines = 1
+        elif args.input is not None:
+            lines = read_lines(open_input(args.input, stack), args.input)
+            chunk_lines = args.chunk_lines
+        else:
+            stdin = sys.stdin
+            buffer = getattr(stdin, "buffer", None)
+            lines = read_lines(buffer, "<stdin>") if buffer is not None else (
+                line.removesuffix("\n").removesuffix("\r") for line in stdin
+            )
+            chunk_lines = 1 if stdin.isatty() else args.chunk_lines
+        if args.output is not None:
+            tmp = stack.enter_context(atomic_path(args.output))
+            out: IO[str] = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
+        else:
+            out = sys.stdout
+        done = 0
+        for chunk in chunks(lines, chunk_lines):
+            results = translator.translate(
+                chunk, beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len,
+                nbest=args.nbest, batch_tokens=args.batch_tokens, line_offset=done,
+            )
+            if args.nbest == 1:
+                output = [one_line(text) for text in results]
+            else:
+                output = format_nbest(done, results)
+            out.write("".join(line + "\n" for line in output))
+            out.flush()
+            done += len(chunk)
+    return 0

@@ -1,0 +1,165 @@
+"""`aiayn train` and `aiayn average` end to end, through the CLI entry point."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+import yaml
+
+from aiayn.cli.main import main
+from aiayn.data.paths import data_root
+from aiayn.data.tokenizer import TokenizerPair
+from aiayn.model import load_model
+
+from .conftest import tiny_config
+
+
+def write_config(tmp_path, data):
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def test_train_writes_the_run_directory_layout(tmp_path, capsys):
+    config = write_config(tmp_path, tiny_config())
+    run_dir = tmp_path / "run"
+    assert main(["train", str(config), "--out", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "held-out exact match:" in out and "%" in out
+    for name in (
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "train_config.yaml",
+        "metrics.jsonl",
+        "results.json",
+    ):
+        assert (run_dir / name).is_file(), name
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["step_000006", "step_000012"]
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["split"] == "train"]
+    val = [r for r in records if r["split"] == "val"]
+    assert {"step", "split", "loss", "lr", "tokens_per_s", "elapsed_s"} <= set(train[0])
+    assert {"step", "split", "loss", "ppl", "bleu", "elapsed_s"} <= set(val[0])
+    assert [r["step"] for r in val] == [6, 12]
+    # The run directory is a model directory: model and tokenizer load from it.
+    load_model(run_dir)
+    TokenizerPair.load(run_dir)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["steps"] == 12 and 0 <= results["test"]["exact_match"] <= 100
+
+
+def test_existing_out_needs_resume_or_overwrite(tmp_path, capsys):
+    config = write_config(tmp_path, tiny_config(max_steps=2, eval_every=2))
+    run_dir = tmp_path / "run"
+    assert main(["train", str(config), "--out", str(run_dir)]) == 0
+    assert main(["train", str(config), "--out", str(run_dir)]) == 2
+    assert "--resume" in capsys.readouterr().err
+    assert main(["train", str(config), "--out", str(run_dir), "--overwrite"]) == 0
+
+
+def test_resume_continues_with_more_steps(tmp_path):
+    config = write_config(tmp_path, tiny_config(max_steps=6))
+    run_dir = tmp_path / "run"
+    assert main(["train", str(config), "--out", str(run_dir)]) == 0
+    assert main(["train", "--resume", str(run_dir), "--set", "train.max_steps=12"]) == 0
+    steps = [json.loads(line)["step"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert max(steps) == 12 and steps == sorted(steps)
+
+
+def test_average_command(tmp_path, capsys):
+    config = write_config(tmp_path, tiny_config(max_steps=12, eval_every=4))
+    run_dir = tmp_path / "run"
+    assert main(["train", str(config), "--out", str(run_dir)]) == 0
+    assert main(["average", str(run_dir), "--last", "3", "--out", str(tmp_path / "avg")]) == 0
+    assert "averaged 3 checkpoints" in capsys.readouterr().out
+    load_model(tmp_path / "avg")
+
+
+def files_config(tmp_path, src_lines, tgt_lines):
+    (tmp_path / "train.src").write_text(src_lines)
+    (tmp_path / "train.tgt").write_text(tgt_lines)
+    data = tiny_config()
+    data["data"] = {
+        "task": "files",
+        "train_src": str(tmp_path / "train.src"),
+        "train_tgt": str(tmp_path / "train.tgt"),
+        "tokenizer": "char",
+    }
+    return write_config(tmp_path, data)
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path, capsys):
+    config = files_config(tmp_path, "a b\nc d\ne f\n", "x\ny\n")
+    assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "train.src" in err and "train.tgt" in err and "3" in err and "2" in err
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path, capsys):
+    (tmp_path / "train.src").write_bytes(b"ok\nbad \xff byte\n")
+    (tmp_path / "train.tgt").write_text("a\nb\n")
+    data = tiny_config()
+    data["data"] = {
+        "task": "files",
+        "train_src": str(tmp_path / "train.src"),
+        "train_tgt": str(tmp_path / "train.tgt"),
+        "tokenizer": "char",
+    }
+    assert main(["train", str(write_config(tmp_path, data)), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "train.src" in err and "line 2" in err
+
+
+def test_empty_file_is_an_error(tmp_path, capsys):
+    config = files_config(tmp_path, "", "")
+    assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 2
+    assert "train.src" in capsys.readouterr().err
+
+
+def test_unknown_config_key_is_an_error(tmp_path, capsys):
+    data = tiny_config()
+    data["train"]["warmpu"] = 3
+    assert main(["train", str(write_config(tmp_path, data)), "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "train.warmpu" in err and "warmup" in err
+
+
+@pytest.mark.data
+@pytest.mark.skipif(not (data_root() / "multi30k" / "train.de.gz").is_file(), reason="Multi30k absent")
+def test_short_multi30k_run_from_raw_gz_files(tmp_path):
+    with gzip.open(data_root() / "multi30k" / "train.de.gz", "rt") as handle:
+        assert handle.readline().strip()
+    data = {
+        "data": {
+            "task": "multi30k",
+            "src_lang": "de",
+            "tgt_lang": "en",
+            "tokenizer": "bpe",
+            "vocab_size": 2000,
+            "max_len": 40,
+        },
+        "model": {"preset": "tiny", "max_len": 64},
+        "train": {
+            "max_steps": 200,
+            "batch_tokens": 1500,
+            "schedule": "inverse_sqrt",
+            "lr": 0.002,
+            "warmup": 40,
+            "eval_every": 100,
+            "log_every": 50,
+            "progress_bar": False,
+            "bleu_max_sentences": 20,
+            "test_beam": 1,
+            "bleu_beam": 1,
+        },
+    }
+    config = write_config(tmp_path, data)
+    run_dir = tmp_path / "run"
+    # Decoding the whole test split is slow for an untrained model; evaluate 50 sentences.
+    assert main(["train", str(config), "--out", str(run_dir), "--set", "train.test_max_sentences=50"]) == 0
+    val = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in val if r["split"] == "val"]
+    assert len(losses) == 2 and losses[1] < losses[0]

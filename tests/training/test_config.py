@@ -1,0 +1,60 @@
+import pytest
+
+from aiayn.errors import ConfigError
+from aiayn.training.config import apply_overrides, config_from_dict, load_config
+
+
+def test_default_config_is_the_dates_task():
+    config = load_config(None)
+    assert config.data.task == "dates"
+    assert config.train.max_steps is not None or config.train.max_minutes is not None
+
+
+def test_unknown_key_lists_valid_keys(tmp_path):
+    path = tmp_path / "bad.yaml"
+    path.write_text("train:\n  max_stepz: 10\n")
+    with pytest.raises(ConfigError) as error:
+        load_config(path)
+    message = str(error.value)
+    assert "train.max_stepz" in message and "max_steps" in message and str(path) in message
+
+
+def test_unknown_section_and_model_field():
+    with pytest.raises(ConfigError, match="valid sections"):
+        config_from_dict({"trian": {}})
+    with pytest.raises(ConfigError, match="model.d_modle"):
+        config_from_dict({"model": {"d_modle": 3}})
+
+
+def test_dotted_overrides_parse_yaml_values():
+    data = apply_overrides({}, ["train.max_steps=200", "train.lr=5e-4", "model.d_model=32"])
+    config = config_from_dict(data)
+    assert config.train.max_steps == 200 and config.train.lr == pytest.approx(5e-4)
+    assert config.model.overrides == {"d_model": 32}
+
+
+@pytest.mark.parametrize("item", ["train.max_steps", "max_steps=3", "a.b.c=1"])
+def test_malformed_override(item):
+    with pytest.raises(ConfigError, match="--set"):
+        apply_overrides({}, [item])
+
+
+def test_wrong_type_and_choice():
+    with pytest.raises(ConfigError, match="train.max_steps must be int"):
+        config_from_dict({"train": {"max_steps": "ten"}})
+    with pytest.raises(ConfigError, match="train.precision must be one of"):
+        config_from_dict({"train": {"precision": "fp8"}})
+
+
+def test_config_round_trips_through_yaml(tmp_path, make_config):
+    config = make_config()
+    path = tmp_path / "c.yaml"
+    path.write_text(config.to_yaml())
+    assert load_config(path) == config
+
+
+def test_invalid_yaml_names_file(tmp_path):
+    path = tmp_path / "broken.yaml"
+    path.write_text("train: [unclosed\n")
+    with pytest.raises(ConfigError, match="broken.yaml"):
+        load_config(path)

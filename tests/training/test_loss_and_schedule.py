@@ -1,0 +1,51 @@
+import math
+
+import pytest
+import torch
+
+from aiayn.training.loss import label_smoothed_nll
+from aiayn.training.schedule import learning_rate, noam_lr
+
+
+def test_label_smoothing_matches_the_definition():
+    torch.manual_seed(0)
+    logits = torch.randn(5, 7)
+    labels = torch.tensor([1, 4, 0, 6, 2])  # one pad (0) position
+    eps = 0.1
+    log_probs = logits.log_softmax(-1)
+    expected = 0.0
+    for row, label in enumerate(labels.tolist()):
+        if label == 0:
+            continue
+        target = torch.full((7,), eps / 7)
+        target[label] += 1 - eps
+        expected += float(-(target * log_probs[row]).sum())
+    assert float(label_smoothed_nll(logits, labels, eps, pad_id=0)) == pytest.approx(expected, rel=1e-5)
+
+
+def test_padding_is_ignored_and_no_smoothing_is_nll():
+    logits = torch.randn(2, 3, 5)
+    labels = torch.tensor([[1, 2, 0], [3, 0, 0]])
+    loss = label_smoothed_nll(logits, labels, 0.0)
+    nll = -logits.log_softmax(-1)[[0, 0, 1], [0, 1, 0], [1, 2, 3]].sum()
+    assert float(loss) == pytest.approx(float(nll), rel=1e-5)
+
+
+def test_noam_schedule_is_the_papers_formula():
+    d_model, warmup = 512, 4000
+    for step in (1, 100, 4000, 10000):
+        expected = d_model**-0.5 * min(step**-0.5, step * warmup**-1.5)
+        assert noam_lr(step, d_model, warmup) == pytest.approx(expected)
+    peak = max(range(1, 20000, 50), key=lambda s: noam_lr(s, d_model, warmup))
+    assert abs(peak - warmup) <= 50
+    assert noam_lr(4000, d_model, warmup, scale=2.0) == pytest.approx(2 * noam_lr(4000, d_model, warmup))
+
+
+def test_alternative_schedules():
+    kwargs = dict(d_model=64, warmup=10, lr=1e-3, total_steps=100)
+    assert learning_rate(5, "inverse_sqrt", **kwargs) == pytest.approx(5e-4)
+    assert learning_rate(40, "inverse_sqrt", **kwargs) == pytest.approx(1e-3 * math.sqrt(10 / 40))
+    assert learning_rate(10, "cosine", **kwargs) == pytest.approx(1e-3)
+    assert learning_rate(100, "cosine", **kwargs) == pytest.approx(0.0, abs=1e-12)
+    with pytest.raises(ValueError, match="unknown schedule"):
+        learning_rate(1, "linear", **kwargs)
