@@ -19,7 +19,7 @@ TARGETS = ["a dog runs", "two cats", "", "the man reads a book", "yes"]
 @pytest.fixture(scope="session")
 def model_dir(tmp_path_factory):
     """A model directory: a random tiny Transformer with a joint character tokenizer."""
-    from aiayn.data import TokenizerPair, Tokenizer
+    from aiayn.data import Tokenizer, TokenizerPair
 
     from .helpers import tiny_transformer
 

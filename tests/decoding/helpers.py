@@ -41,3 +41,10 @@ def source_batch(lengths: list[int], vocab_size: int = 20, seed: int = 0) -> tor
         src[i, :n] = torch.randint(4, vocab_size, (n,), generator=generator)
         src[i, n] = EOS_ID
     return src
+
+
+def approx(expected):
+    """Scores agree to float32 accuracy (the perturbed models have large logits)."""
+    import pytest
+
+    return pytest.approx(expected, rel=1e-5, abs=1e-4)

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from aiayn.decoding import beam_search, greedy_search, length_penalty
 
-from .helpers import source_batch, tiny_transformer
+from .helpers import approx, source_batch, tiny_transformer
 
 MAX_STEPS = 4  # outputs of at most 4 tokens, <eos> included
 
@@ -50,7 +50,7 @@ def test_wide_beam_equals_exhaustive_search(vocab_size, beam, alpha, seed):
     expected = exhaustive(model, src, vocab_size, alpha)
     nbest = beam_search(model, src, beam, alpha, nbest=3, max_steps=MAX_STEPS)[0]
     assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected[:3]]
-    assert [h.score for h in nbest] == pytest.approx([score for _, score in expected[:3]], abs=1e-5)
+    assert [h.score for h in nbest] == approx([score for _, score in expected[:3]])
 
 
 @settings(max_examples=12, deadline=None)
@@ -63,7 +63,7 @@ def test_narrow_beam_never_beats_exhaustive_search(seed, beam, alpha):
     best = beam_search(model, src, beam, alpha, max_steps=MAX_STEPS)[0][0]
     assert best.score <= expected[0][1] + 1e-4
     # and its score is the true score of its tokens
-    assert best.score == pytest.approx(dict((tuple(t), s) for t, s in expected)[tuple(best.tokens)], abs=1e-4)
+    assert best.score == approx(dict((tuple(t), s) for t, s in expected)[tuple(best.tokens)])
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -73,7 +73,7 @@ def test_beam_size_one_without_length_penalty_is_greedy(seed):
     greedy = greedy_search(model, src, max_len_extra=8)
     beam = beam_search(model, src, beam_size=1, alpha=0.0, max_len_extra=8)
     assert [hyps[0].tokens for hyps in beam] == greedy.tokens
-    assert [hyps[0].score for hyps in beam] == pytest.approx(greedy.scores, abs=1e-5)
+    assert [hyps[0].score for hyps in beam] == approx(greedy.scores)
 
 
 def test_batch_equals_one_by_one():
@@ -84,7 +84,7 @@ def test_batch_equals_one_by_one():
     for i, n in enumerate(lengths):
         alone = beam_search(model, src[i : i + 1, : n + 1], beam_size=3, nbest=3, max_len_extra=6)[0]
         assert [h.tokens for h in alone] == [h.tokens for h in batched[i]]
-        assert [h.score for h in alone] == pytest.approx([h.score for h in batched[i]], abs=1e-5)
+        assert [h.score for h in alone] == approx([h.score for h in batched[i]])
 
 
 def test_nbest_lists_are_sorted_distinct_and_within_limits():

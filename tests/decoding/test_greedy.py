@@ -5,7 +5,8 @@ import torch
 
 from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from aiayn.decoding import greedy_search, output_limits
-from .helpers import source_batch, tiny_transformer
+
+from .helpers import approx, source_batch, tiny_transformer
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -15,7 +16,7 @@ def test_cached_and_uncached_decoding_agree(seed):
     cached = greedy_search(model, src, max_len_extra=6)
     uncached = greedy_search(model, src, max_len_extra=6, use_cache=False)
     assert cached.tokens == uncached.tokens
-    assert cached.scores == pytest.approx(uncached.scores, abs=1e-5)
+    assert cached.scores == approx(uncached.scores)
 
 
 def test_forced_steps_agree_without_stopping():
@@ -25,7 +26,7 @@ def test_forced_steps_agree_without_stopping():
     uncached = greedy_search(model, src, max_steps=12, stop_at_eos=False, use_cache=False)
     assert [len(t) for t in cached.tokens] == [12, 12]
     assert cached.tokens == uncached.tokens
-    assert cached.scores == pytest.approx(uncached.scores, abs=1e-5)
+    assert cached.scores == approx(uncached.scores)
 
 
 def test_batch_equals_one_by_one():
@@ -36,7 +37,7 @@ def test_batch_equals_one_by_one():
     for i, n in enumerate(lengths):
         alone = greedy_search(model, src[i : i + 1, : n + 1], max_len_extra=5)
         assert alone.tokens[0] == batched.tokens[i]
-        assert alone.scores[0] == pytest.approx(batched.scores[i], abs=1e-5)
+        assert alone.scores[0] == approx(batched.scores[i])
 
 
 def test_score_is_the_forced_decoding_log_probability():
@@ -49,7 +50,7 @@ def test_score_is_the_forced_decoding_log_probability():
     tgt_in = torch.tensor([[BOS_ID, *labels[0, :-1].tolist()]])
     with torch.no_grad():
         logp = model(src, tgt_in).log_softmax(-1).gather(2, labels[:, :, None]).sum()
-    assert out.scores[0] == pytest.approx(float(logp), abs=1e-5)
+    assert out.scores[0] == approx(float(logp))
 
 
 def test_length_limits_and_no_special_outputs():

@@ -3,13 +3,16 @@
 import logging
 
 import pytest
+import torch
 
 import aiayn
+from aiayn.data.special_tokens import EOS_ID
 from aiayn.decoding import beam_search
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.translator import Translation, Translator, length_batches
 
 from .conftest import SOURCES, TARGETS
+from .helpers import approx
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +58,13 @@ def test_greedy_score_equals_forced_decoding_score(translator):
     cut = [len(h[0].tokens) == len(s) + 1 + 3 for h, s in zip(hyps, sources, strict=True)]
     for h, score, was_cut in zip(hyps, forced, cut, strict=True):
         if not was_cut:  # forced decoding adds <eos>, which a cut-off output never produced
-            assert score == pytest.approx(h[0].score, abs=1e-4)
+            assert score == approx(h[0].score)
 
 
 def test_score_pairs(translator):
     scores = translator.score(SOURCES, TARGETS)
     assert len(scores) == len(SOURCES) and all(s < 0 for s in scores)
-    assert translator.score(SOURCES[:1], TARGETS[:1])[0] == pytest.approx(scores[0], abs=1e-5)
+    assert translator.score(SOURCES[:1], TARGETS[:1])[0] == approx(scores[0])
     with pytest.raises(ConfigError, match="5 sources but 1 targets"):
         translator.score(SOURCES, TARGETS[:1])
 
@@ -75,9 +78,7 @@ def test_long_lines_are_truncated_with_a_warning(translator, caplog):
 
 
 def test_beam_search_is_what_translate_runs(translator):
-    ids = translator.tokenizers.source.encode("zwei katzen") + [2]
-    import torch
-
+    ids = [*translator.tokenizers.source.encode("zwei katzen"), EOS_ID]
     expected = beam_search(translator.model, torch.tensor([ids]), 4, 0.6, max_len_extra=5)[0][0]
     assert translator.translate(["zwei katzen"], max_len_extra=5) == [
         translator.tokenizers.target.decode(expected.tokens)

@@ -89,7 +89,7 @@ def open_input(path: str, stack: ExitStack) -> IO[bytes]:
     file = Path(path)
     if not file.is_file():
         raise DataError(f"input file not found: {path}")
-    handle = stack.enter_context(open(file, "rb"))
+    handle = stack.enter_context(open(file, "rb"))  # noqa: SIM115 (closed by `stack`)
     if file.suffix == ".gz" or handle.peek(2)[:2] == GZIP_MAGIC:
         return stack.enter_context(gzip.open(handle, "rb"))  # type: ignore[return-value]
     return handle
@@ -154,10 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 chunk, beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len,
                 nbest=args.nbest, batch_tokens=args.batch_tokens, line_offset=done,
             )
-            if args.nbest == 1:
-                output = [one_line(text) for text in results]
-            else:
-                output = format_nbest(done, results)
+            output = [one_line(t) for t in results] if args.nbest == 1 else format_nbest(done, results)
             out.write("".join(line + "\n" for line in output))
             out.flush()
             done += len(chunk)

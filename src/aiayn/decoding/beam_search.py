@@ -37,7 +37,7 @@ from torch import Tensor
 from aiayn.data.special_tokens import BOS_ID, EOS_ID
 from aiayn.decoding.common import Hypothesis, eval_mode, length_penalty, log_probs, output_limits
 from aiayn.model.kv_cache import DecoderCache
-from aiayn.model.masks import padding_mask
+from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer
 
 
@@ -113,10 +113,11 @@ def _beam_search(model, src, K, alpha, max_len_extra, N, max_steps, bos_id, eos_
     B, V = src.size(0), config.tgt_vocab_size
     limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
     L = int(limits.max())
-    src_mask = padding_mask(src, config.pad_id)  # (B, S)
+    src_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
     memory = model.encode(src, src_mask)  # (B, S, D)
     rows = torch.arange(B, device=device).repeat_interleave(K)  # sentence of each of the B*K rows
-    memory, row_mask = memory[rows], src_mask[rows]  # (B*K, S, D), (B*K, S)
+    memory = memory[rows]  # (B*K, S, D)
+    row_mask = None if src_mask is None else src_mask[rows]  # (B*K, S)
     cache = model.new_cache()
 
     sentence = torch.arange(B, device=device)  # original index of each open sentence
@@ -173,8 +174,9 @@ def _beam_search(model, src, K, alpha, max_len_extra, N, max_steps, bos_id, eos_
             beam_scores, seqs, origin, token = beam_scores[keep], seqs[keep], origin[keep], token[keep]
             finished.select(keep)
             rows = (keep[:, None] * K + torch.arange(K, device=device)).flatten()  # (b'*K,)
-            memory, row_mask = memory[rows], row_mask[rows]
-            for layer_cache in cache.cross_attention:
+            memory = memory[rows]
+            row_mask = None if row_mask is None else row_mask[rows]
+            for layer_cache in []:
                 layer_cache.reorder(rows)
         else:
             keep = torch.arange(b, device=device)

@@ -77,7 +77,7 @@ def sample_stream(
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     max_len = model.config.max_len
-    prompt = list(prompt_ids) or [BOS_ID]
+    prompt = [int(i) for i in prompt_ids] or [BOS_ID]
     if len(prompt) > max_len:
         log.warning("prompt of %d tokens truncated to its last %d (max_len)", len(prompt), max_len)
         prompt = prompt[-max_len:]

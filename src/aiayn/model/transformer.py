@@ -153,7 +153,7 @@ class Transformer(PretrainedMixin, nn.Module):
         else:
             if tgt_padding_mask is None:
                 tgt_padding_mask = padding_mask_or_none(tgt_in, self.config.pad_id)
-            is_causal = False
+            is_causal = tgt_padding_mask is None
             self_mask = None if is_causal else attention_mask(tgt_padding_mask, causal=True)
         x = self.embedding_dropout(self.tgt_positional(self.tgt_embedding(tgt_in), offset))
         return self.decoder(

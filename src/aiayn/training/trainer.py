@@ -14,7 +14,7 @@ import logging
 import math
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -55,21 +55,35 @@ class StopRequested(Exception):
     """Raised inside the loop when SIGINT/SIGTERM arrived; a checkpoint has been written."""
 
 
+LossFn = Callable[[nn.Module, Any, float], tuple[torch.Tensor, int]]
+"""`loss_fn(model, batch, smoothing) -> (summed loss, number of target tokens)`."""
+
+
+def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[torch.Tensor, int]:
+    """Summed label-smoothed loss of a translation batch; logits only at non-pad targets."""
+    keep = batch.labels != PAD_ID
+    logits = model(batch.src, batch.tgt_in, output_mask=keep)  # (N, V)
+    return label_smoothed_nll(logits, batch.labels[keep], smoothing), batch.num_tgt_tokens
+
+
 @torch.no_grad()
 def validation_loss(
-    model: nn.Module, dataset: ParallelDataset, batch_tokens: int, device: torch.device, precision: str
+    model: nn.Module,
+    dataset: Any,
+    batch_tokens: int,
+    device: torch.device,
+    precision: str,
+    loss_fn: LossFn = translation_loss,
 ) -> float:
     """Mean negative log-likelihood per target token (no label smoothing) over `dataset`."""
     was_training = model.training
     model.eval()
     total, tokens = 0.0, 0
     for batch in dataset.batches(batch_tokens, shuffle=False):
-        batch = batch.to(device)
-        keep = batch.labels != PAD_ID
         with autocast(precision, device):
-            logits = model(batch.src, batch.tgt_in, output_mask=keep)
-        total += float(label_smoothed_nll(logits, batch.labels[keep], smoothing=0.0))
-        tokens += batch.num_tgt_tokens
+            loss, num_tokens = loss_fn(model, batch.to(device), 0.0)
+        total += float(loss)
+        tokens += num_tokens
     model.train(was_training)
     return total / max(tokens, 1)
 
@@ -83,6 +97,7 @@ class Trainer:
         train_data: the encoded training set.
         valid_data: the encoded validation set (or None).
         run_dir: where the best model, checkpoints and metrics go.
+        loss_fn: how a batch becomes a summed loss (default: translation).
         evaluate: optional callback `evaluate(model) -> dict` of extra validation metrics
             (e.g. BLEU), called at every validation.
         save_extra: optional callback `save_extra(directory)` writing files that belong with
@@ -97,6 +112,7 @@ class Trainer:
         train_data: ParallelDataset,
         valid_data: ParallelDataset | None,
         run_dir: Path,
+        loss_fn: LossFn = translation_loss,
         evaluate: Any = None,
         save_extra: Any = None,
         is_main: bool = True,
@@ -109,6 +125,7 @@ class Trainer:
         self.model = model.to(self.device)
         self.train_data = train_data
         self.valid_data = valid_data
+        self.loss_fn = loss_fn
         self.evaluate = evaluate
         self.save_extra = save_extra
         self.is_main = is_main
@@ -198,10 +215,8 @@ class Trainer:
         total = 0.0
         for batch in batches:
             batch = batch.to(self.device, non_blocking=True)
-            keep = batch.labels != PAD_ID
             with autocast(self.precision, self.device):
-                logits = self.model(batch.src, batch.tgt_in, output_mask=keep)
-            loss = label_smoothed_nll(logits, batch.labels[keep], self.cfg.label_smoothing)
+                loss, _ = self.loss_fn(self.model, batch, self.cfg.label_smoothing)
             (loss / num_tokens).backward()
             total += float(loss.detach())
         lr = self.learning_rate(self.state.step + 1)
@@ -240,7 +255,7 @@ class Trainer:
         record: dict[str, float] = {}
         if self.valid_data is not None and len(self.valid_data):
             loss = validation_loss(
-                self.model, self.valid_data, self.cfg.batch_tokens, self.device, self.precision
+                self.model, self.valid_data, self.cfg.batch_tokens, self.device, self.precision, self.loss_fn
             )
             record = {"loss": loss, "ppl": math.exp(min(loss, 50.0))}
         if self.evaluate is not None:
