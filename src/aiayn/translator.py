@@ -26,7 +26,7 @@ from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.beam_search import beam_search
 from aiayn.decoding.common import Hypothesis, eval_mode
 from aiayn.decoding.greedy import greedy_search
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.errors import CheckpointError, ConfigError, DataError
 from aiayn.model.pretrained import load_model
 from aiayn.model.transformer import Transformer
 
@@ -34,6 +34,9 @@ log = logging.getLogger(__name__)
 
 DEFAULT_BATCH_TOKENS = 4096
 """Padded source tokens per decoding batch (beam search decodes beam x as many rows)."""
+
+LONG_LINE_ACTIONS = ("truncate", "error")
+"""What to do with a line longer than the model's max_len: cut it (with a warning) or raise."""
 
 
 class Translation(NamedTuple):
@@ -111,16 +114,27 @@ class Translator:
         return next(self.model.parameters()).device
 
     # ---------------------------------------------------------------- tokens
-    def _encode(self, texts: Sequence[str], side: str, line_offset: int) -> list[list[int]]:
-        """Token ids of each text, truncated so that text + `<eos>` fits the model's max_len."""
+    def _encode(
+        self, texts: Sequence[str], side: str, line_numbers: Sequence[int], on_long_line: str = "truncate"
+    ) -> list[list[int]]:
+        """Token ids of each text, truncated so that text + `<eos>` fits the model's max_len
+        (`on_long_line="error"`: a `DataError` naming the line instead). `line_numbers[i]` is
+        the 1-based input line of `texts[i]`, for the messages."""
+        if on_long_line not in LONG_LINE_ACTIONS:
+            raise ConfigError(f"on_long_line must be one of {LONG_LINE_ACTIONS}, got {on_long_line!r}")
         tokenizer = self.tokenizers.source if side == "source" else self.tokenizers.target
         limit = self.model.config.max_len - 1
         encoded = tokenizer.encode_batch(texts) if texts else []
         for i, ids in enumerate(encoded):
+            if len(ids) > limit and on_long_line == "error":
+                raise DataError(
+                    f"{side} line {line_numbers[i]} has {len(ids)} tokens; the model takes at most "
+                    f"{limit} (its max_len is {limit + 1})"
+                )
             if len(ids) > limit:
                 log.warning(
                     "%s line %d has %d tokens; truncated to %d (the model's max_len is %d)",
-                    side, line_offset + i + 1, len(ids), limit, limit + 1,
+                    side, line_numbers[i], len(ids), limit, limit + 1,
                 )
                 encoded[i] = ids[:limit]
         return encoded
@@ -135,11 +149,14 @@ class Translator:
         nbest: int = 1,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         line_offset: int = 0,
+        on_long_line: str = "truncate",
     ) -> list[list[Hypothesis]]:
         """Token-level n-best lists: for each sentence up to `nbest` `Hypothesis(tokens, score)`.
 
         An empty (or blank) sentence gives `[Hypothesis([], 0.0)]` without decoding.
-        `line_offset` is added to the line numbers in truncation warnings.
+        `line_offset` is added to the line numbers in truncation warnings. A sentence longer
+        than the model's max_len is truncated with a warning, or with `on_long_line="error"`
+        raises `DataError` naming its line.
         """
         if beam < 1 or not 1 <= nbest <= beam:
             raise ConfigError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
@@ -147,7 +164,8 @@ class Translator:
             raise ConfigError(f"batch_tokens must be >= 1, got {batch_tokens}")
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in sentences]
         todo = [i for i, text in enumerate(sentences) if text.strip()]
-        encoded = self._encode([sentences[i] for i in todo], "source", line_offset)
+        line_numbers = [line_offset + i + 1 for i in todo]
+        encoded = self._encode([sentences[i] for i in todo], "source", line_numbers, on_long_line)
         sources = [[*ids, EOS_ID] for ids in encoded]
         pad_id = self.model.config.pad_id
         for batch in length_batches([len(s) for s in sources], batch_tokens):
@@ -170,6 +188,7 @@ class Translator:
         nbest: int = 1,
         batch_tokens: int = DEFAULT_BATCH_TOKENS,
         line_offset: int = 0,
+        on_long_line: str = "truncate",
     ) -> list[str] | list[list[Translation]]:
         """Translate sentences (paper defaults: beam 4, alpha 0.6, max length source + 50).
 
@@ -182,9 +201,11 @@ class Translator:
                 a list of up to N `Translation(text, score)`, best first.
             batch_tokens: padded source tokens per batch.
             line_offset: added to line numbers in warnings (for streamed input).
+            on_long_line: 'truncate' (with a warning) or 'error' for a sentence longer than
+                the model's max_len.
         """
         hypotheses = self.translate_hypotheses(
-            sentences, beam, alpha, max_len_extra, nbest, batch_tokens, line_offset
+            sentences, beam, alpha, max_len_extra, nbest, batch_tokens, line_offset, on_long_line
         )
         target = self.tokenizers.target
         if nbest == 1:
@@ -204,8 +225,9 @@ class Translator:
         decoding: the decoder reads `<bos>` + target and is scored on target + `<eos>`."""
         if len(sources) != len(targets):
             raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
-        src_ids = [[*ids, EOS_ID] for ids in self._encode(sources, "source", 0)]
-        tgt_ids = self._encode(targets, "target", 0)
+        line_numbers = range(1, len(sources) + 1)
+        src_ids = [[*ids, EOS_ID] for ids in self._encode(sources, "source", line_numbers)]
+        tgt_ids = self._encode(targets, "target", line_numbers)
         pad_id = self.model.config.pad_id
         lengths = [max(len(s), len(t) + 1) for s, t in zip(src_ids, tgt_ids, strict=True)]
         scores = [0.0] * len(sources)

@@ -7,9 +7,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch import nn
 
 from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from aiayn.decoding import beam_search, greedy_search, length_penalty
+from aiayn.model import DecoderCache, ModelConfig
 
 from .helpers import approx, source_batch, tiny_transformer
 
@@ -99,6 +101,43 @@ def test_nbest_lists_are_sorted_distinct_and_within_limits():
         for h in hyps:
             assert len(h.tokens) <= n + 1 + 3
             assert not {PAD_ID, BOS_ID, EOS_ID} & set(h.tokens)
+
+
+class MarkovModel(nn.Module):
+    """Stands in for a Transformer in the search: the next-token distribution depends only
+    on the last token, through the (V, V) table of log-probabilities `logp[last, next]`."""
+
+    def __init__(self, logp: torch.Tensor) -> None:
+        super().__init__()
+        self.config = ModelConfig.tiny(vocab_size=logp.size(0))
+        self.logp = logp
+        self.output_projection = nn.Identity()
+
+    def encode(self, src, src_padding_mask=None):
+        return torch.zeros(src.size(0), src.size(1), 1)
+
+    def new_cache(self) -> DecoderCache:
+        return DecoderCache.empty(1)
+
+    def decode(self, tgt_in, memory, src_padding_mask=None, cache=None, return_hidden=False):
+        return self.logp[tgt_in]  # (B, T, V)
+
+
+def test_search_goes_on_while_an_open_beam_can_still_win():
+    # After <bos>: <eos> 0.52, w 0.48. After w: w 0.99, <eos> 0.01. Outputs of at most 4 tokens.
+    w = 3
+    probs = torch.full((5, 5), 1e-9)
+    probs[BOS_ID, EOS_ID], probs[BOS_ID, w] = 0.52, 0.48
+    probs[w, w], probs[w, EOS_ID] = 0.99, 0.01
+    model = MarkovModel(probs.log())
+    src = torch.tensor([[w, EOS_ID]])
+    # alpha 0: [] (log .52 = -0.654) beats [w w w w] (log .48 + 3 log .99 = -0.764)
+    best = beam_search(model, src, beam_size=2, alpha=0.0, max_steps=4)[0][0]
+    assert best.tokens == [] and best.score == approx(-0.6539)
+    # alpha 1: lp(4) = 1.5 and [w w w w] scores -0.509: the search must not stop at step 1,
+    # where the open beam's score -0.734 / lp(1) looks worse than the finished -0.654.
+    best = beam_search(model, src, beam_size=2, alpha=1.0, max_steps=4)[0][0]
+    assert best.tokens == [w, w, w, w] and best.score == approx(-0.7641 / 1.5)
 
 
 def test_bad_arguments():

@@ -216,3 +216,16 @@ def test_multi_head_attention_matches_nn_multihead_attention(kind: str) -> None:
     assert (weights - per_head).abs().max() <= ATOL
     assert (weights.mean(dim=1) - averaged).abs().max() <= ATOL
     assert averaged.shape == (3, 5, memory.size(1))
+
+
+def test_output_mask_projects_only_selected_positions() -> None:
+    """`output_mask` gives the full pass's logits at the selected positions, row-major."""
+    model = make_model(norm_first=False, shared=True)
+    src = pad_to_lengths(random_tokens(2, 6, seed=8, vocab=29), [6, 3])
+    tgt_in = pad_to_lengths(random_tokens(2, 5, seed=9, vocab=29), [5, 2])
+    selected = tgt_in != 0
+    with torch.no_grad():
+        full = model(src, tgt_in)
+        picked = model(src, tgt_in, output_mask=selected)
+    assert picked.shape == (7, 29)
+    torch.testing.assert_close(picked, full[selected], atol=ATOL, rtol=0)

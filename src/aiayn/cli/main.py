@@ -3,7 +3,7 @@
 Each subcommand lives in its own module of `aiayn.cli` and provides
 `register(subparsers)`, which adds its parser and sets `func` to the function to run.
 Errors that aiayn raises on bad input (`AiaynError`) are printed without a traceback
-and exit with status 2.
+and exit with status 2; Ctrl-C exits with status 130 (`aiayn train` first writes a checkpoint).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ from aiayn import __version__
 from aiayn.errors import AiaynError
 
 # Subcommand modules, in the order `aiayn --help` lists them.
-COMMAND_MODULES = ["train", "average", "translate", "evaluate", "score", "demo"]
+COMMAND_MODULES = [
+    "train", "lm", "classify", "average", "translate", "evaluate", "score", "demo", "plot", "explore",
+]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `aiayn translate ... | head`
         return 0
+    except KeyboardInterrupt:  # Ctrl-C outside training's own handler (which checkpoints first)
+        print(f"\naiayn {args.command}: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -1,4 +1,8 @@
-"""`aiayn train [CONFIG] [--out RUN_DIR | --resume RUN_DIR] [--set section.key=value ...]`."""
+"""`aiayn train [CONFIG] [--out RUN_DIR | --resume RUN_DIR] [--set section.key=value ...]`.
+
+Under `torchrun --nproc_per_node=N -m aiayn train ...` the N processes train one model with
+DistributedDataParallel (see `aiayn.training.distributed`); rank 0 prints and writes.
+"""
 
 from __future__ import annotations
 
@@ -43,6 +47,7 @@ def setup_logging() -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aiayn.training.distributed import broadcast_object, distributed_session
     from aiayn.training.run import run_training
     from aiayn.training.trainer import StopRequested
 
@@ -56,12 +61,18 @@ def run(args: argparse.Namespace) -> int:
     else:
         run_dir = args.out or default_run_dir(args.config)
         config = load_config(args.config, args.overrides)
-    print(f"run directory: {run_dir}", file=sys.stderr)
-    try:
-        results = run_training(config, run_dir, resume=args.resume is not None, overwrite=args.overwrite)
-    except StopRequested:
-        return 130
-    print_results(results)
+    with distributed_session(config.train.device, config.train.dist_backend) as dist:
+        run_dir = Path(broadcast_object(str(run_dir), dist))  # one timestamped default for all ranks
+        if dist.is_main:
+            print(f"run directory: {run_dir}", file=sys.stderr)
+        try:
+            results = run_training(
+                config, run_dir, resume=args.resume is not None, overwrite=args.overwrite, dist=dist
+            )
+        except StopRequested:
+            return 130
+    if dist.is_main:
+        print_results(results)
     return 0
 
 

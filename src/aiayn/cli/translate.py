@@ -7,7 +7,9 @@
 Input is read and translated in chunks of lines (so a long stdin stream starts producing
 output at once), each chunk sorted into token-budget batches, and written in input order.
 Empty input lines give empty output lines. With `--nbest K` each input gives up to K lines
-`index<TAB>score<TAB>hypothesis` (0-based input line index, best first).
+`index<TAB>score<TAB>hypothesis` (0-based input line index, best first). A line longer than
+the model's max_len is truncated with a warning (`--on-long-line error`: stop with an error
+naming the line instead).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import sys
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -22,7 +25,7 @@ from typing import IO
 
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
-from aiayn.translator import DEFAULT_BATCH_TOKENS, Translator
+from aiayn.translator import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translator
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -64,6 +67,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="print K hypotheses per input as index<TAB>score<TAB>text")
     parser.add_argument("--chunk-lines", type=int, default=500, metavar="N",
                         help="lines read and translated at a time (1 when stdin is a terminal)")
+    parser.add_argument("--on-long-line", choices=LONG_LINE_ACTIONS, default="truncate",
+                        help="a line longer than the model's max_len: truncate it with a warning "
+                        "(default) or stop with an error")
     parser.set_defaults(func=run)
 
 
@@ -72,9 +78,16 @@ def read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
     """Lines of a binary stream, decoded as UTF-8, without their `\\n` / `\\r\\n`.
 
     Only `\\n` ends a line (as in `aiayn.data.corpus`), so line alignment with other tools
-    is kept; invalid UTF-8 raises `DataError` naming the file and line.
+    is kept; invalid UTF-8 (or a corrupt gzip stream) raises `DataError` naming the file and line.
     """
-    for number, raw in enumerate(handle, start=1):
+    raw_lines = enumerate(handle, start=1)
+    while True:
+        try:
+            number, raw = next(raw_lines)
+        except StopIteration:
+            return
+        except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
+            raise DataError(f"{name}: cannot read input ({error})") from None
         try:
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
@@ -144,16 +157,24 @@ def run(args: argparse.Namespace) -> int:
             )
             chunk_lines = 1 if stdin.isatty() else args.chunk_lines
         if args.output is not None:
-            tmp = stack.enter_context(atomic_path(args.output))
-            out: IO[str] = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
+            try:
+                tmp = stack.enter_context(atomic_path(args.output))
+                out: IO[str] = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
+            except OSError as error:
+                raise DataError(f"cannot write --output {args.output}: {error}") from None
         else:
             out = sys.stdout
         done = 0
+        source_name = "--text" if args.text is not None else args.input or "<stdin>"
         for chunk in chunks(lines, chunk_lines):
-            results = translator.translate(
-                chunk, beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len,
-                nbest=args.nbest, batch_tokens=args.batch_tokens, line_offset=done,
-            )
+            try:
+                results = translator.translate(
+                    chunk, beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len,
+                    nbest=args.nbest, batch_tokens=args.batch_tokens, line_offset=done,
+                    on_long_line=args.on_long_line,
+                )
+            except DataError as error:  # a line too long, with --on-long-line error
+                raise DataError(f"{source_name}: {error} (--on-long-line truncate cuts it)") from None
             output = [one_line(t) for t in results] if args.nbest == 1 else format_nbest(done, results)
             out.write("".join(line + "\n" for line in output))
             out.flush()

@@ -30,6 +30,7 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
 from aiayn.data.special_tokens import SPECIAL_TOKENS, UNK_ID
 from aiayn.errors import ConfigError, DataError
+from aiayn.files import atomic_write_text
 
 METASPACE = "\u2581"  # "▁", the SentencePiece word-boundary marker
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
@@ -180,10 +181,9 @@ class Tokenizer:
 
     # ----------------------------------------------------------------- files
     def save(self, path: str | Path) -> None:
-        """Write the tokenizer to the JSON file ``path`` (parent directories are created)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.hf.to_str(pretty=False), encoding="utf-8")
+        """Write the tokenizer to the JSON file ``path`` atomically (parent directories are
+        created), so a process killed mid-save never leaves a truncated file."""
+        atomic_write_text(path, self.hf.to_str(pretty=False))
 
     @classmethod
     def load(cls, path: str | Path) -> "Tokenizer":

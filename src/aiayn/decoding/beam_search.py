@@ -108,7 +108,15 @@ def beam_search(
         return _beam_search(model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id)
 
 
-def _beam_search(model, src, K, alpha, max_len_extra, N, max_steps, bos_id, eos_id):
+def _beam_search(
+    model: Transformer, src: Tensor, K: int, alpha: float, max_len_extra: int, N: int,
+    max_steps: int | None, bos_id: int, eos_id: int,
+) -> list[list[Hypothesis]]:
+    """`beam_search` for B sentences in (B, S) `src`: K beams, N best kept, L = longest limit.
+
+    Open sentences are b <= B; their beams are the b*K decoder rows. Shapes: beam_scores
+    (b, K) running log-prob sums, seqs (b, K, L) tokens so far, logp (b*K, V).
+    """
     config, device = model.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
     limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
@@ -144,7 +152,7 @@ def _beam_search(model, src, K, alpha, max_len_extra, N, max_steps, bos_id, eos_
         top_scores, top_index = cand.topk(K, dim=1)  # (b, K)
         is_eos = top_index % V == eos_id
         if bool(is_eos.any()):
-            ended = seqs.gather(1, (top_index // V)[:, :, None].expand(-1, -1, L)).clone()
+            ended = seqs.gather(1, (top_index // V)[:, :, None].expand(-1, -1, L))  # (b, K, L)
             ended[:, :, t] = eos_id
             finished.merge(torch.where(is_eos, top_scores / lp_now, float("-inf")), ended, t + 1)
 
@@ -176,7 +184,7 @@ def _beam_search(model, src, K, alpha, max_len_extra, N, max_steps, bos_id, eos_
             rows = (keep[:, None] * K + torch.arange(K, device=device)).flatten()  # (b'*K,)
             memory = memory[rows]
             row_mask = None if row_mask is None else row_mask[rows]
-            for layer_cache in []:
+            for layer_cache in cache.cross_attention:
                 layer_cache.reorder(rows)
         else:
             keep = torch.arange(b, device=device)

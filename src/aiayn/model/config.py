@@ -28,6 +28,8 @@ class ModelConfig:
         d_ff: inner width of the position-wise feed-forward network (paper: 2048).
         dropout: P_drop on sub-layer outputs and on embeddings + positions (Sec. 5.4).
         attention_dropout: dropout on attention probabilities (not in the paper; 0 by default).
+        activation_dropout: dropout inside the feed-forward network, after the activation (not
+            in the paper; 0 by default).
         max_len: size of the positional table: the longest sequence the model accepts.
         norm_first: False = post-LN as in the paper, True = pre-LN with a final LayerNorm.
         positional: 'sinusoidal' (Sec. 3.5) or 'learned' embeddings.
@@ -48,6 +50,7 @@ class ModelConfig:
     d_ff: int = 2048
     dropout: float = 0.1
     attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
     max_len: int = 1024
     norm_first: bool = False
     positional: Literal["sinusoidal", "learned"] = "sinusoidal"
@@ -76,7 +79,7 @@ class ModelConfig:
                 f"ModelConfig.d_model ({self.d_model}) must be divisible by "
                 f"ModelConfig.num_heads ({self.num_heads})"
             )
-        for name in ("dropout", "attention_dropout"):
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
                 raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {value!r}")

@@ -48,7 +48,7 @@ class DecoderLayer(nn.Module):
             self.cross_attention_sublayer = sublayer()
         else:
             self.cross_attention = None
-        self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.activation_dropout, c.activation)
         self.feed_forward_sublayer = sublayer()
 
     def forward(

@@ -45,7 +45,7 @@ class EncoderLayer(nn.Module):
         super().__init__()
         c = config
         self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
-        self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.dropout, c.activation)
+        self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.activation_dropout, c.activation)
         self.attention_sublayer = SublayerConnection(
             c.d_model, c.dropout, c.norm_first, c.layer_norm_eps
         )

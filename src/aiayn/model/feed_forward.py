@@ -22,7 +22,9 @@ class PositionwiseFeedForward(nn.Module):
         self.linear1 = nn.Linear(d_model, d_ff)  # W_1, b_1
         self.linear2 = nn.Linear(d_ff, d_model)  # W_2, b_2
         self.activation = F.relu if activation == "relu" else F.gelu
-        self.dropout = nn.Dropout(dropout)  # on the inner activations, as tensor2tensor does
+        # Dropout on the inner activations is not in the paper (Sec. 5.4 names only sub-layer
+        # outputs and embeddings); off by default (ModelConfig.activation_dropout).
+        self.dropout = nn.Dropout(dropout) if dropout > 0 else nn.Identity()
 
     def forward(self, x: Tensor) -> Tensor:
         """x: (B, T, d_model) -> (B, T, d_model)."""

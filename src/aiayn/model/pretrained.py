@@ -107,7 +107,10 @@ class PretrainedMixin:
         except (TypeError, ValueError) as error:
             raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: {error}") from None
         kwargs = {k: v for k, v in data.items() if k not in ("format_version", "model_type", "config")}
-        model = cls(config, **kwargs)
+        try:
+            model = cls(config, **kwargs)
+        except (TypeError, ValueError) as error:  # e.g. an unknown or bad extra key
+            raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: {error}") from None
         load_weights(model, Path(directory) / WEIGHTS_FILE)
         return model.to(device).eval()
 

@@ -12,16 +12,24 @@ Run directory layout:
 
 A checkpoint is written into a hidden temporary directory and renamed into place in one
 step, so a crash mid-save leaves the previous checkpoints untouched and never a partial one.
-Training state is read back with `torch.load(weights_only=True)`, which refuses pickles
-that would run code.
+A directory being replaced or pruned is first renamed to a hidden name, then deleted. Hidden
+leftovers of a killed process (`.step_NNNNNN.tmp-PID`, `.step_NNNNNN.old-PID`) are never
+listed as checkpoints and are removed by the next save. Training state is read back with
+`torch.load(weights_only=True)`, which refuses pickles that would run code.
+
+Test hook: when the environment variable `AIAYN_TEST_SLEEP_IN_SAVE` holds a number of
+seconds, `save_checkpoint` sleeps that long after the temporary directory is complete and
+before it is renamed into place, so tests can kill a run in the middle of a save.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import re
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -30,11 +38,16 @@ from torch import nn
 
 from aiayn.errors import CheckpointError
 from aiayn.files import atomic_write
+from aiayn.model.pretrained import CONFIG_FILE as MODEL_CONFIG_FILE
 from aiayn.model.pretrained import WEIGHTS_FILE, load_model, load_weights, read_model_json
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "training_state.pt"
 STEP_PATTERN = re.compile(r"^step_(\d{6,})$")
+LEFTOVER_PATTERN = re.compile(r"^\.step_\d{6,}\.(tmp|old)-\d+$")
+CHECKPOINT_FILES = (STATE_FILE, WEIGHTS_FILE, MODEL_CONFIG_FILE)
+SLEEP_IN_SAVE_ENV = "AIAYN_TEST_SLEEP_IN_SAVE"
+REQUIRED_STATE = {"optimizer": dict, "train_state": dict, "rng_cpu": torch.Tensor}
 
 
 def _fsync_dir(path: Path) -> None:
@@ -45,23 +58,48 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+def _remove_dir(path: Path) -> None:
+    """Delete a directory so that no half-deleted copy is ever visible under its name."""
+    trash = path.with_name(f".{path.name}.old-{os.getpid()}")
+    os.rename(path, trash)
+    shutil.rmtree(trash, ignore_errors=True)
+
+
+def _remove_leftovers(root: Path) -> None:
+    """Remove the hidden temporary directories of saves that a killed process left behind."""
+    for leftover in root.iterdir():
+        if LEFTOVER_PATTERN.match(leftover.name):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
 def save_checkpoint(run_dir: Path, step: int, model: nn.Module, state: dict[str, Any], keep: int) -> Path:
-    """Write `checkpoints/step_NNNNNN/` atomically and keep only the newest `keep` checkpoints."""
+    """Write `checkpoints/step_NNNNNN/` atomically and keep only the newest `keep` checkpoints.
+
+    A failed write (e.g. a full disk) raises `CheckpointError`; the previous checkpoints stay.
+    """
     root = Path(run_dir) / CHECKPOINTS
-    root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
     tmp = root / f".{final.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    model.save_pretrained(tmp)
-    atomic_write(tmp / STATE_FILE, lambda path: torch.save(state, path))
-    _fsync_dir(tmp)
-    if final.exists():  # the same step saved again (e.g. after a resume): replace it
-        shutil.rmtree(final)
-    os.rename(tmp, final)
-    _fsync_dir(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        _remove_leftovers(root)
+        model.save_pretrained(tmp)
+        atomic_write(tmp / STATE_FILE, lambda path: torch.save(state, path))
+        _fsync_dir(tmp)
+        if os.environ.get(SLEEP_IN_SAVE_ENV):  # test hook, see the module docstring
+            time.sleep(float(os.environ[SLEEP_IN_SAVE_ENV]))
+        if final.exists():  # the same step saved again (e.g. after a resume): replace it
+            _remove_dir(final)
+        os.rename(tmp, final)
+        _fsync_dir(root)
+    except OSError as error:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CheckpointError(
+            f"cannot write checkpoint {final}: {error}; the previous checkpoints are untouched"
+        ) from None
     for old in list_checkpoints(run_dir)[:-keep]:
-        shutil.rmtree(old, ignore_errors=True)
+        with contextlib.suppress(OSError):  # best effort: an extra old checkpoint does no harm
+            _remove_dir(old)
     return final
 
 
@@ -73,7 +111,7 @@ def list_checkpoints(run_dir: Path) -> list[Path]:
     found = [
         (int(m.group(1)), p)
         for p in root.iterdir()
-        if (m := STEP_PATTERN.match(p.name)) and (p / STATE_FILE).is_file() and (p / WEIGHTS_FILE).is_file()
+        if (m := STEP_PATTERN.match(p.name)) and all((p / f).is_file() for f in CHECKPOINT_FILES)
     ]
     return [p for _, p in sorted(found)]
 
@@ -82,14 +120,26 @@ def load_training_state(checkpoint: Path) -> dict[str, Any]:
     """Read `training_state.pt` safely (`weights_only=True`); a hostile pickle is refused."""
     path = Path(checkpoint) / STATE_FILE
     try:
-        return torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing") from None
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError) as error:
-        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, OSError) as error:
+        lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
+        # torch's message starts with advice to load unsafely; the line naming the refused
+        # global ("Unsupported global: GLOBAL posix.system ...") is the one worth showing.
+        detail = next((line for line in lines if "GLOBAL" in line), lines[0])
         raise CheckpointError(
-            f"{path}: refused to load: not a plain tensor/number checkpoint ({first_line})"
+            f"{path}: refused to load: not a plain tensor/number checkpoint, so it may run code "
+            f"or is corrupt ({detail})"
         ) from None
+    problems = [
+        f"{key!r} ({kind.__name__})"
+        for key, kind in REQUIRED_STATE.items()
+        if not isinstance(state, dict) or not isinstance(state.get(key), kind)
+    ]
+    if problems:
+        raise CheckpointError(f"{path}: not an aiayn training state: missing or wrong {', '.join(problems)}")
+    return state
 
 
 def restore_weights(model: nn.Module, checkpoint: Path) -> None:

@@ -25,6 +25,10 @@ class DataConfig:
 
     `task` is a built-in synthetic task ('copy', 'reverse', 'dates'), 'multi30k' (read from
     `multi30k/` under the data root), or 'files' (the `train_src`/`train_tgt`/... paths).
+    `aiayn lm` uses task 'text' (`text_file`, `block_size`, `stride`, `valid_fraction`; see
+    `aiayn.lm`); `aiayn classify` uses 'brackets' or 'tsv' (`train_tsv`, `valid_tsv`,
+    `valid_fraction`; see `aiayn.classify`). A relative `text_file`/`*_tsv` path that does not
+    exist under the working directory is looked up under the data root.
     """
 
     task: str = "dates"
@@ -45,6 +49,12 @@ class DataConfig:
     vocab_size: int = 8000
     joint_vocab: bool = True
     max_len: int = 128
+    text_file: str | None = None
+    block_size: int = 256
+    stride: int | None = None
+    valid_fraction: float = 0.1
+    train_tsv: str | None = None
+    valid_tsv: str | None = None
 
 
 @dataclass
@@ -80,6 +90,7 @@ class TrainConfig:
     clip_grad_norm: float | None = 1.0
     precision: str = "auto"
     device: str = "auto"
+    dist_backend: str = "auto"  # under torchrun: 'nccl' on CUDA, 'gloo' on CPU ('auto'), or forced
     threads: int | None = None
     seed: int = 1
     log_every: int = 50
@@ -120,7 +131,8 @@ CHOICES = {
     ("train", "schedule"): ("noam", "inverse_sqrt", "cosine", "constant"),
     ("train", "precision"): ("auto", "fp32", "bf16"),
     ("train", "validation_metric"): ("loss", "bleu"),
-    ("data", "tokenizer"): ("bpe", "char"),
+    ("train", "dist_backend"): ("auto", "gloo", "nccl"),
+    ("data", "tokenizer"): ("bpe", "char", "byte_bpe"),
 }
 
 
@@ -145,9 +157,17 @@ def _check_type(where: str, value: Any, annotation: Any) -> Any:
     return value
 
 
+def _check_keys(data: dict[Any, Any], where: str) -> None:
+    """Every key of a config mapping must be a name (YAML also allows numbers, null, lists...)."""
+    for key in data:
+        if not isinstance(key, str):
+            raise ConfigError(f"{where}: key {key!r} is not a name (keys must be strings)")
+
+
 def _build(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
+    _check_keys(data, where or "config")
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
@@ -172,10 +192,14 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError(f"a config must be a mapping with data/model/train sections, got {data!r}")
+    _check_keys(data, "config")
     unknown = sorted(set(data) - {"data", "model", "train"})
     if unknown:
         raise ConfigError(f"unknown section(s) {', '.join(unknown)}; valid sections: data, model, train")
+    if not isinstance(data.get("model") or {}, dict):
+        raise ConfigError(f"model must be a mapping, got {data['model']!r}")
     model = dict(data.get("model") or {})
+    _check_keys(model, "model")
     preset = model.pop("preset", "small")
     from aiayn.model import ModelConfig  # the valid override names are ModelConfig's fields
 
@@ -186,6 +210,10 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
             f"unknown key(s) {', '.join('model.' + k for k in bad)}; valid keys in model: "
             f"preset, {', '.join(sorted(valid))}"
         )
+    try:  # types and ranges, as the model will see them (vocabulary sizes come later)
+        ModelConfig.preset(preset, **model)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"model: {error}") from None
     config = RunConfig(
         data=_build(DataConfig, data.get("data") or {}, "data"),
         model=ModelSection(preset=preset, overrides=model),
@@ -206,6 +234,9 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
 
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
     """Apply `section.key=value` overrides (value parsed as YAML) to a nested dict."""
+    for section, value in (data or {}).items():
+        if value is not None and not isinstance(value, dict):
+            raise ConfigError(f"section {section!r} must be a mapping of keys to values, got {value!r}")
     data = {k: dict(v or {}) for k, v in (data or {}).items()}
     for item in overrides:
         if "=" not in item:
@@ -230,8 +261,10 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
         raise ConfigError(f"config file {path} does not exist")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, yaml.YAMLError) as error:
+    except (ValueError, yaml.YAMLError, RecursionError) as error:  # ValueError: bad UTF-8, bad dates
         raise ConfigError(f"{path}: not a valid YAML file ({error})") from None
+    except OSError as error:
+        raise ConfigError(f"cannot read config file {path}: {error}") from None
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with data/model/train sections")
     return data or {}

@@ -15,7 +15,8 @@ from aiayn.files import atomic_write_text
 from aiayn.model import ModelConfig, Transformer
 from aiayn.model.pretrained import load_model
 from aiayn.training.config import RunConfig
-from aiayn.training.data_setup import prepare_data
+from aiayn.training.data_setup import PreparedData, prepare_data
+from aiayn.training.distributed import DistContext, broadcast_object
 from aiayn.training.run_dir import attach_log_file, prepare_run_dir
 from aiayn.training.trainer import Trainer
 from aiayn.translator import Translator
@@ -60,6 +61,18 @@ def translation_metrics(
     }
 
 
+def prepare_shared_data(config: RunConfig, run_dir: Path, resume: bool, dist: DistContext) -> PreparedData:
+    """`prepare_data` with the run directory's tokenizers (resume), or with tokenizers trained
+    once, on rank 0, and sent to the other ranks (so every rank encodes the data alike)."""
+    if resume:
+        return prepare_data(config.data, TokenizerPair.load(run_dir))
+    if not dist.enabled:
+        return prepare_data(config.data)
+    data = prepare_data(config.data) if dist.is_main else None
+    tokenizers = broadcast_object(data.tokenizers if data else None, dist)
+    return data or prepare_data(config.data, tokenizers)
+
+
 def run_training(
     config: RunConfig,
     run_dir: Path,
@@ -67,17 +80,23 @@ def run_training(
     resume: bool = False,
     overwrite: bool = False,
     is_main: bool = True,
+    dist: DistContext | None = None,
 ) -> dict[str, Any]:
-    """Train as configured into `run_dir`; then evaluate the best model on the test split."""
+    """Train as configured into `run_dir`; then evaluate the best model on the test split.
+
+    Under torchrun pass the `DistContext` of `aiayn.training.distributed.distributed_session`:
+    rank 0 alone writes the run directory and runs the final evaluation.
+    """
     run_dir = Path(run_dir)
+    dist = dist or DistContext()
+    is_main = is_main and dist.is_main
     if is_main:
         prepare_run_dir(run_dir, resume, overwrite)
         attach_log_file(run_dir)
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
-    tokenizers = TokenizerPair.load(run_dir) if resume else None
-    data = prepare_data(config.data, tokenizers)
+    data = prepare_shared_data(config, run_dir, resume, dist)
     if is_main and not resume:
         data.tokenizers.save(run_dir)
     model = Transformer(build_model_config(config, data.tokenizers))
@@ -104,6 +123,7 @@ def run_training(
         evaluate=evaluate,
         save_extra=data.tokenizers.save,
         is_main=is_main,
+        dist=dist,
     )
     state = trainer.fit(resume=resume)
     results: dict[str, Any] = {

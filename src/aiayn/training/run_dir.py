@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from aiayn.errors import ConfigError
+from aiayn.files import atomic_write_text
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "train_config.yaml"
@@ -25,6 +27,8 @@ def default_run_dir(config_path: str | Path | None) -> Path:
 def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
     """Create (or check) the run directory and make sure it is writable, before any training."""
     run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"run directory {run_dir} is not a directory")
     if resume:
         if not (run_dir / CONFIG_FILE).is_file():
             raise ConfigError(f"cannot resume: {run_dir} is not a run directory ({CONFIG_FILE} missing)")
@@ -59,13 +63,10 @@ class MetricsLog:
         if not enabled:
             return
         if resume_step is not None and self.path.exists():
-            # Drop entries written after the checkpoint we resume from: they will be redone.
-            kept = [
-                line
-                for line in self.path.read_text().splitlines()
-                if line.strip() and json.loads(line).get("step", 0) <= resume_step
-            ]
-            self.path.write_text("".join(line + "\n" for line in kept))
+            # Drop entries written after the checkpoint we resume from: they will be redone
+            # (and a line torn by a killed process).
+            kept = [line for line in self.path.read_text().splitlines() if _step(line) <= resume_step]
+            atomic_write_text(self.path, "".join(line + "\n" for line in kept))
         self.tensorboard = None
         try:  # optional
             from torch.utils.tensorboard import SummaryWriter
@@ -83,6 +84,16 @@ class MetricsLog:
             for key, value in record.items():
                 if isinstance(value, (int, float)) and key not in ("step",):
                     self.tensorboard.add_scalar(f"{record['split']}/{key}", value, record["step"])
+
+
+def _step(line: str) -> float:
+    """The step of one metrics.jsonl line; infinity for a line that is not a JSON object."""
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return math.inf
+    step = record.get("step", 0) if isinstance(record, dict) else None
+    return step if isinstance(step, (int, float)) else math.inf
 
 
 def attach_log_file(run_dir: Path) -> logging.Handler:

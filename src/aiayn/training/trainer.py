@@ -6,6 +6,11 @@ of target tokens of the whole step; gradients are clipped; Adam (beta1 0.9, beta
 eps 1e-9, Sec. 5.3) updates the weights at the scheduled learning rate. Every
 `eval_every` steps the validation loss (and BLEU, for translation) is measured, the best
 model is written to the run directory's root and a checkpoint is saved.
+
+Under torchrun (a `DistContext` from `aiayn.training.distributed`), each rank trains on its
+own share of the batches through a DDP-wrapped model; the step's loss is normalised by the
+target tokens of all ranks, so the update is that of one process on the union batch. Rank 0
+alone validates and writes; its stop decisions are broadcast to every rank.
 """
 
 from __future__ import annotations
@@ -26,9 +31,23 @@ from aiayn.data.batching import Batch, ParallelDataset
 from aiayn.data.special_tokens import PAD_ID
 from aiayn.errors import TrainingError
 from aiayn.files import atomic_write_text
-from aiayn.training.checkpoint import list_checkpoints, load_training_state, restore_weights, save_checkpoint
+from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
 from aiayn.training.config import RunConfig
 from aiayn.training.device import autocast, resolve_precision, select_device
+from aiayn.training.distributed import (
+    DistContext,
+    all_gather_object,
+    all_reduce_max,
+    all_reduce_sum,
+    barrier,
+    convert_position,
+    newest_checkpoint,
+    no_sync,
+    rank_device,
+    restore_rng,
+    rng_state,
+    wrap_model,
+)
 from aiayn.training.loss import label_smoothed_nll
 from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import learning_rate
@@ -49,6 +68,7 @@ class TrainState:
     best_step: int = 0
     evals_without_improvement: int = 0
     skipped_steps: int = 0
+    world_size: int = 1  # processes the data position `batch_in_epoch` counts for
 
 
 class StopRequested(Exception):
@@ -103,6 +123,9 @@ class Trainer:
         save_extra: optional callback `save_extra(directory)` writing files that belong with
             every saved model (e.g. the tokenizer).
         is_main: this process writes logs and files (rank 0 under torchrun).
+        dist: this process's place under torchrun (see `aiayn.training.distributed`); None
+            for a single process. `self.model` stays the raw model; forward passes of
+            training go through `self.ddp_model` (the DDP wrapper when distributed).
     """
 
     def __init__(
@@ -116,11 +139,13 @@ class Trainer:
         evaluate: Any = None,
         save_extra: Any = None,
         is_main: bool = True,
+        dist: DistContext | None = None,
     ) -> None:
         self.config = config
         self.cfg = config.train
         self.run_dir = Path(run_dir)
-        self.device = select_device(self.cfg.device)
+        self.dist = dist or DistContext()
+        self.device = rank_device(select_device(self.cfg.device), self.dist)
         self.precision = resolve_precision(self.cfg.precision, self.device)
         self.model = model.to(self.device)
         self.train_data = train_data
@@ -128,8 +153,12 @@ class Trainer:
         self.loss_fn = loss_fn
         self.evaluate = evaluate
         self.save_extra = save_extra
-        self.is_main = is_main
-        self.state = TrainState()
+        self.is_main = is_main and self.dist.is_main
+        self.ddp_model = wrap_model(self.model, self.device, self.dist)
+        if self.dist.world_size > 1:
+            torch.manual_seed(self.cfg.seed + self.dist.rank)  # different dropout on each rank
+        self.state = TrainState(world_size=self.dist.world_size)
+        self.last_step_tokens = 0
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=0.0,
@@ -144,36 +173,44 @@ class Trainer:
     # -------------------------------------------------------------- resume
     def resume(self) -> bool:
         """Load the newest complete checkpoint, if any; return whether one was found."""
-        checkpoints = list_checkpoints(self.run_dir)
-        if not checkpoints:
+        latest = newest_checkpoint(self.run_dir, self.dist)  # rank 0's choice, on every rank
+        if latest is None:
             return False
-        latest = checkpoints[-1]
         state = load_training_state(latest)
         restore_weights(self.model, latest)
         self.optimizer.load_state_dict(state["optimizer"])
         self.state = TrainState(**state["train_state"])
-        torch.set_rng_state(state["rng_cpu"])
-        if torch.cuda.is_available() and "rng_cuda" in state:
-            torch.cuda.set_rng_state_all(state["rng_cuda"])
+        restore_rng(state, self.dist, seed=self.cfg.seed + self.dist.world_size * self.state.step)
+        if self.state.world_size != self.dist.world_size:
+            log.warning(
+                "checkpoint written by %d process(es), resuming with %d: data position converted",
+                self.state.world_size,
+                self.dist.world_size,
+            )
+            self.state.batch_in_epoch = convert_position(
+                self.state.batch_in_epoch, self.state.world_size, self.dist.world_size
+            )
+            self.state.world_size = self.dist.world_size
         log.info("resumed from %s (step %d, epoch %d)", latest, self.state.step, self.state.epoch)
         return True
 
     def _checkpoint_state(self) -> dict[str, Any]:
-        state = {
+        return {
             "optimizer": self.optimizer.state_dict(),
             "train_state": asdict(self.state),
-            "rng_cpu": torch.get_rng_state(),
+            **rng_state(),
         }
-        if torch.cuda.is_available():
-            state["rng_cuda"] = torch.cuda.get_rng_state_all()
-        return state
 
     def save_checkpoint(self) -> Path | None:
+        """Write a checkpoint (rank 0); under torchrun every rank must call it (RNG states are
+        gathered from all ranks)."""
+        rng_ranks = all_gather_object(rng_state(), self.dist)
         if not self.is_main:
             return None
-        path = save_checkpoint(
-            self.run_dir, self.state.step, self.model, self._checkpoint_state(), self.cfg.keep_checkpoints
-        )
+        state = self._checkpoint_state()
+        if self.dist.world_size > 1:
+            state["rng_ranks"] = rng_ranks
+        path = save_checkpoint(self.run_dir, self.state.step, self.model, state, self.cfg.keep_checkpoints)
         if self.save_extra is not None:
             self.save_extra(path)
         return path
@@ -182,15 +219,23 @@ class Trainer:
     def _batches(self) -> Iterator[Batch]:
         """Training batches from the saved data position on, epoch after epoch."""
         while self.cfg.max_epochs is None or self.state.epoch < self.cfg.max_epochs:
+            from_start = self.state.batch_in_epoch == 0
             for batch in self.train_data.batches(
                 self.cfg.batch_tokens,
                 shuffle=True,
                 seed=self.cfg.seed,
                 epoch=self.state.epoch,
                 start=self.state.batch_in_epoch,
+                rank=self.dist.rank,
+                world_size=self.dist.world_size,
             ):
                 self.state.batch_in_epoch += 1
                 yield batch
+            if from_start and self.state.batch_in_epoch == 0:
+                raise TrainingError(
+                    f"no training batches for rank {self.dist.rank} of {self.dist.world_size}: the "
+                    "training set must give at least one batch of train.batch_tokens per process"
+                )
             self.state.epoch += 1
             self.state.batch_in_epoch = 0
 
@@ -207,18 +252,36 @@ class Trainer:
             total_steps=self.cfg.max_steps,
         )
 
-    def train_step(self, batches: list[Batch]) -> float | None:
-        """One optimizer update over `batches`; returns the loss per target token, or None
-        when the step was skipped because the loss or the gradients were not finite."""
-        self.model.train()
-        num_tokens = sum(b.num_tgt_tokens for b in batches)
+    def accumulate_gradients(self, batches: list[Batch]) -> tuple[float, int]:
+        """Forward and backward passes over this rank's micro-batches of one step.
+
+        The summed loss is divided by the step's target tokens over all ranks, times the world
+        size (DDP averages gradients over ranks), so the gradients are those of one process on
+        the union of every rank's batches. Gradients are all-reduced only in the backward pass
+        of the last micro-batch (`no_sync` before). Returns (loss sum, target tokens), both
+        summed over all ranks.
+        """
+        self.ddp_model.train()
+        local_tokens = sum(b.num_tgt_tokens for b in batches)
+        (global_tokens,) = all_reduce_sum([local_tokens], self.dist, self.device)
+        divisor = global_tokens / self.dist.world_size  # == local_tokens for one process
         total = 0.0
-        for batch in batches:
+        for i, batch in enumerate(batches):
             batch = batch.to(self.device, non_blocking=True)
-            with autocast(self.precision, self.device):
-                loss, _ = self.loss_fn(self.model, batch, self.cfg.label_smoothing)
-            (loss / num_tokens).backward()
+            with no_sync(self.ddp_model, skip=i < len(batches) - 1):
+                with autocast(self.precision, self.device):
+                    loss, _ = self.loss_fn(self.ddp_model, batch, self.cfg.label_smoothing)
+                (loss / divisor).backward()
             total += float(loss.detach())
+        (total,) = all_reduce_sum([total], self.dist, self.device)
+        return total, round(global_tokens)
+
+    def train_step(self, batches: list[Batch]) -> float | None:
+        """One optimizer update over `batches` (this rank's share); returns the loss per target
+        token (over all ranks), or None when the step was skipped because the loss or the
+        gradients were not finite (the same decision on every rank)."""
+        total, num_tokens = self.accumulate_gradients(batches)
+        self.last_step_tokens = num_tokens
         lr = self.learning_rate(self.state.step + 1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
@@ -293,6 +356,21 @@ class Trainer:
             return f"no improvement in {c.early_stopping_patience} validations (early stopping)"
         return None
 
+    def _stop_reason(self, started: float) -> str | None:
+        """`_out_of_budget` as decided by rank 0 (clocks differ between ranks), for all ranks."""
+        reason = self._out_of_budget(started) if self.dist.is_main else None
+        if self.dist.enabled:
+            (stop,) = all_reduce_max([int(reason is not None)], self.dist, self.device)
+            reason = reason or ("stopped by rank 0" if stop else None)
+        return reason
+
+    def _stop_requested(self) -> bool:
+        """A stop signal arrived (under torchrun: on any rank; then all ranks stop here)."""
+        if self.dist.enabled:
+            (signum,) = all_reduce_max([self.stop_signal or 0], self.dist, self.device)
+            self.stop_signal = signum or None
+        return self.stop_signal is not None
+
     def _on_signal(self, signum: int, _frame: Any) -> None:
         self.stop_signal = signum
 
@@ -305,6 +383,14 @@ class Trainer:
         self.metrics = MetricsLog(self.run_dir, self.state.step if resume else None, enabled=self.is_main)
         if self.is_main:
             atomic_write_text(self.run_dir / CONFIG_FILE, self.config.to_yaml())
+        log.info(
+            "effective batch: %d process(es) x %d micro-batch(es) of up to %d tokens "
+            "(train.batch_tokens) = up to %d padded tokens per step",
+            self.dist.world_size,
+            self.cfg.accumulate,
+            self.cfg.batch_tokens,
+            self.dist.world_size * self.cfg.accumulate * self.cfg.batch_tokens,
+        )
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         bar = tqdm(
             total=self.cfg.max_steps,
@@ -317,7 +403,7 @@ class Trainer:
         window_tokens, window_start, reason = 0, time.perf_counter(), None
         batches = self._batches()
         try:
-            while (reason := self._out_of_budget(started)) is None:
+            while (reason := self._stop_reason(started)) is None:
                 group = [b for _, b in zip(range(self.cfg.accumulate), batches, strict=False)]
                 if not group:
                     reason = f"reached train.max_epochs={self.cfg.max_epochs}"
@@ -326,7 +412,7 @@ class Trainer:
                 if loss is None:
                     continue
                 bar.update(1)
-                window_tokens += sum(b.num_tgt_tokens for b in group)
+                window_tokens += self.last_step_tokens  # over all ranks
                 step = self.state.step
                 if step % self.cfg.log_every == 0 or step == 1:
                     now = time.perf_counter()
@@ -342,12 +428,13 @@ class Trainer:
                             "lr": lr,
                             "epoch": self.state.epoch,
                             "tokens_per_s": tokens_per_s,
+                            "step_tgt_tokens": self.last_step_tokens,
                             "elapsed_s": self.state.elapsed_s + now - started,
                         }
                     )
                 if step % self.cfg.eval_every == 0:
                     self._validate_and_save(started)
-                if self.stop_signal is not None:
+                if self._stop_requested():
                     raise StopRequested
             if self.state.step % self.cfg.eval_every != 0 or self.state.step == 0:
                 self._validate_and_save(started)
@@ -355,6 +442,7 @@ class Trainer:
         except StopRequested:
             self.state.elapsed_s += time.perf_counter() - started
             path = self.save_checkpoint()
+            barrier(self.dist)  # no rank exits while rank 0 writes
             name = signal.Signals(self.stop_signal).name
             log.warning("%s received: checkpoint written to %s", name, path)
             if self.is_main:
@@ -372,22 +460,24 @@ class Trainer:
         return self.state
 
     def _validate_and_save(self, started: float) -> None:
+        """Validate (rank 0 only; the others wait) and save a checkpoint."""
         now = time.perf_counter()
-        record = self.validate()
-        elapsed = self.state.elapsed_s + time.perf_counter() - started
-        self.metrics.write(
-            {
-                "step": self.state.step,
-                "split": "val",
-                **record,
-                "elapsed_s": elapsed,
-                "validation_s": time.perf_counter() - now,
-            }
-        )
-        shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items())
-        log.info("step %d: validation %s", self.state.step, shown)
+        if self.dist.is_main:
+            record = self.validate()
+            self.metrics.write(
+                {
+                    "step": self.state.step,
+                    "split": "val",
+                    **record,
+                    "elapsed_s": self.state.elapsed_s + time.perf_counter() - started,
+                    "validation_s": time.perf_counter() - now,
+                }
+            )
+            shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items())
+            log.info("step %d: validation %s", self.state.step, shown)
         # Store elapsed time so far in the checkpoint, then keep counting from here.
         saved_elapsed = self.state.elapsed_s
-        self.state.elapsed_s = elapsed
+        self.state.elapsed_s += time.perf_counter() - started
         self.save_checkpoint()
         self.state.elapsed_s = saved_elapsed
+        barrier(self.dist)

@@ -1,0 +1,156 @@
+"""`aiayn lm`: train a decoder-only language model on any text file, and sample from it.
+
+    aiayn lm train --text notes.txt                     # the shakespeare_char settings on notes.txt
+    aiayn lm train configs/shakespeare_char.yaml        # the config names its text file
+    aiayn lm train --resume runs/shakespeare_char-...   # continue a run
+    aiayn lm generate --model runs/shakespeare_char-... --text "ROMEO:" --max-new-tokens 300
+
+A relative text path (from `--text` or `data.text_file`) is read from the working directory
+when it exists there, else from the data root (`$AIAYN_DATA_DIR`, by default `../shared/data`
+beside the repository).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from aiayn.errors import ConfigError
+from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, read_yaml
+from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+
+CONFIGS = Path(__file__).resolve().parent.parent / "configs"
+DEFAULT_CONFIG = CONFIGS / "shakespeare_char.yaml"
+
+
+def load_task_config(
+    path: Path, defaults: dict[str, Any], set_fields: dict[str, Any], overrides: list[str]
+) -> RunConfig:
+    """Read a YAML config; fill in `defaults` (data fields not in the file), replace
+    `set_fields` (data fields from command-line options), apply `--set` overrides, validate.
+    Errors name the config file."""
+    data = read_yaml(path)
+    try:
+        section = dict(data.get("data") or {})
+        for key, value in defaults.items():
+            section.setdefault(key, value)
+        data["data"] = section | set_fields
+        return config_from_dict(apply_overrides(data, list(overrides)))
+    except ConfigError as error:
+        raise ConfigError(f"{path}: {error}") from None
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """--out, --resume, --overwrite and --set, as for `aiayn train`."""
+    parser.add_argument("--out", type=Path, help="run directory (default: runs/<name>-<time>)")
+    parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run directory")
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config field, e.g. --set train.max_steps=200 (repeatable)",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "lm",
+        help="train a language model on a text file, or generate text with one",
+        description="Decoder-only (GPT-style) language models on any UTF-8 text file.",
+    )
+    commands = parser.add_subparsers(dest="lm_command", metavar="SUBCOMMAND", required=True)
+
+    train = commands.add_parser(
+        "train",
+        help="train on a text file (default config: configs/shakespeare_char.yaml)",
+        description="Train a character-level or byte-level BPE language model; the last "
+        "data.valid_fraction of the text (10%% by default) is held out for validation.",
+    )
+    train.add_argument("config", nargs="?", type=Path, help="YAML config (default: shakespeare_char)")
+    train.add_argument("--text", metavar="FILE", help="the UTF-8 text file (replaces data.text_file)")
+    add_run_arguments(train)
+    train.set_defaults(func=run_train)
+
+    generate = commands.add_parser(
+        "generate",
+        help="sample text from a trained language model, streamed as it is produced",
+        description="Continue --text (default: start from <bos>) with sampled tokens.",
+    )
+    generate.add_argument("--model", required=True, type=Path, metavar="DIR", help="model directory")
+    generate.add_argument("--text", default="", help="the prompt (default: none)")
+    generate.add_argument("--max-new-tokens", type=int, default=500, metavar="N", help="default 500")
+    generate.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default 0.8)")
+    generate.add_argument("--top-k", type=int, default=None, metavar="K", help="sample from the K best")
+    generate.add_argument("--top-p", type=float, default=None, metavar="P", help="nucleus sampling mass")
+    generate.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+    generate.add_argument("--device", default="auto", help="'cpu', 'cuda', ... or 'auto'")
+    generate.set_defaults(func=run_generate)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from aiayn.cli.train import setup_logging
+    from aiayn.lm.run import run_lm_training
+    from aiayn.training.trainer import StopRequested
+
+    setup_logging()
+    if args.resume is not None:
+        if args.config or args.out or args.text:
+            print("aiayn lm train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)
+            return 2
+        run_dir = args.resume
+        config = load_task_config(run_dir / CONFIG_FILE, {}, {}, args.overrides)
+    else:
+        path = args.config or DEFAULT_CONFIG
+        name = args.config or (Path(f"lm-{Path(args.text).stem}") if args.text else DEFAULT_CONFIG)
+        run_dir = args.out or default_run_dir(name)
+        set_fields = {"text_file": args.text} if args.text else {}
+        config = load_task_config(path, {"task": "text"}, set_fields, args.overrides)
+    print(f"run directory: {run_dir}", file=sys.stderr)
+    try:
+        results = run_lm_training(config, run_dir, resume=args.resume is not None, overwrite=args.overwrite)
+    except StopRequested:
+        return 130
+    loss = results["val_loss"]
+    shown = f"; validation loss {loss:.4f} nats/token" if loss is not None else ""
+    print(
+        f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
+        f"({results['tokens_per_s']:,.0f} tokens/s, {results['params']:,} parameters){shown}"
+    )
+    print(f"model directory: {run_dir}")
+    print(f"sample:\n{results['sample']}")
+    return 0
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
+    from aiayn.lm.generate import generate_stream, stream_text
+    from aiayn.model import DecoderOnlyLM
+    from aiayn.training.device import select_device
+
+    if args.max_new_tokens < 0:
+        raise ConfigError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
+    if args.temperature < 0:
+        raise ConfigError(f"--temperature must be >= 0, got {args.temperature}")
+    if args.top_k is not None and args.top_k < 1:
+        raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
+    if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
+        raise ConfigError(f"--top-p must be in (0, 1], got {args.top_p}")
+    model = DecoderOnlyLM.from_pretrained(args.model, device=select_device(args.device))
+    tokenizer = Tokenizer.load(args.model / JOINT_FILE)
+    prompt = tokenizer.encode(args.text)
+    ids = generate_stream(
+        model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed
+    )
+    sys.stdout.write(args.text)
+    sys.stdout.flush()
+    for piece in stream_text(tokenizer, ids):
+        sys.stdout.write(piece)
+        sys.stdout.flush()
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+    return 0

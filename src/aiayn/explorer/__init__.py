@@ -1,0 +1,95 @@
+"""The attention explorer: one self-contained HTML page to browse a model's attention.
+
+    page = explorer_page(examples, title="dates model")   # from aiayn.plots.attention_examples
+    write_explorer(examples, "page.html")
+
+The page (template: `explorer/template.html`, package data) embeds every weight as JSON in a
+`<script type="application/json">` block and has inline CSS and JavaScript only; its
+Content-Security-Policy forbids any network access, so it works offline. In the page, one
+chooses the sentence, the attention kind (encoder self, decoder self, encoder-decoder), the
+layer and the head (or the average over heads); hovering a token shows what it attends to.
+
+The heatmap cells are `<td id="cell-{q}-{k}" data-q data-k data-weight>` (query row q, key
+column k, 0-based) and the table `#heatmap` carries `data-kind`, `data-layer` (0-based) and
+`data-head` (0-based or 'mean') of what it shows, so tests can read the page back.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from aiayn.files import atomic_path
+from aiayn.plots.attention_data import KINDS, AttentionExample, display_token
+
+DECIMALS = 5
+"""Weights are rounded to this many decimals in the page (error < 1e-5)."""
+
+
+def _rounded(array: np.ndarray) -> list:
+    return np.round(array.astype(np.float64), DECIMALS).tolist()
+
+
+def explorer_data(examples: Sequence[AttentionExample], title: str, model: dict[str, Any]) -> dict[str, Any]:
+    """The JSON document the page reads: title, model summary and one entry per sentence with
+    display tokens and weights as nested lists [layer][head][query][key]."""
+    sentences = []
+    for example in examples:
+        entry: dict[str, Any] = {
+            "source": example.source,
+            "target": example.target,
+            "translated": example.translated,
+            "source_tokens": [display_token(t) for t in example.source_tokens],
+            "target_tokens": [display_token(t) for t in example.target_tokens],
+        }
+        for kind in KINDS:
+            entry[kind] = _rounded(example.maps(kind))
+        sentences.append(entry)
+    return {"title": title, "model": model, "sentences": sentences}
+
+
+def _script_safe_json(data: dict[str, Any]) -> str:
+    """JSON that cannot end its `<script>` element early (`<`, `>`, `&` as \\u escapes)."""
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
+
+
+def explorer_page(
+    examples: Sequence[AttentionExample],
+    title: str = "aiayn attention explorer",
+    model: dict[str, Any] | None = None,
+) -> str:
+    """The complete HTML page for `examples` (at least one)."""
+    if not examples:
+        raise ValueError("the explorer needs at least one sentence")
+    first = examples[0]
+    model = model or {
+        "num_heads": first.num_heads,
+        "num_encoder_layers": int(first.encoder.shape[0]),
+        "num_decoder_layers": int(first.decoder.shape[0]),
+        "d_model": None,
+    }
+    template = resources.files("aiayn.explorer").joinpath("template.html").read_text(encoding="utf-8")
+    values = {"TITLE": html.escape(title), "DATA": _script_safe_json(explorer_data(examples, title, model))}
+    return re.sub(r"__AIAYN_(TITLE|DATA)__", lambda m: values[m.group(1)], template)
+
+
+def write_explorer(
+    examples: Sequence[AttentionExample],
+    path: str | Path,
+    title: str = "aiayn attention explorer",
+    model: dict[str, Any] | None = None,
+) -> Path:
+    """Write `explorer_page(...)` to `path` (atomically)."""
+    page = explorer_page(examples, title, model)
+    with atomic_path(path) as tmp:
+        tmp.write_text(page, encoding="utf-8")
+        tmp.chmod(0o644)  # a page to share, not the private 0600 of a temporary file
+    return Path(path)

@@ -1,0 +1,210 @@
+"""Multi-process training (DDP over gloo, on CPU): gradients equal those of one process on
+the union batch; `torchrun ... -m aiayn train` writes checkpoints once and resumes."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from aiayn.errors import ConfigError
+from aiayn.training.checkpoint import list_checkpoints, load_training_state
+from aiayn.training.config import config_from_dict
+from aiayn.training.distributed import (
+    DistContext,
+    convert_position,
+    init_distributed,
+    rank_device,
+    resolve_backend,
+    torchrun_environment,
+)
+
+WORKER = Path(__file__).with_name("ddp_worker.py")
+TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
+    return env | {"OMP_NUM_THREADS": "1"} | extra
+
+
+def torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`python -m torch.distributed.run --nproc_per_node=2 ... -m aiayn ARGS` on a free port."""
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nproc_per_node=2",
+        "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}",
+        "-m",
+        "aiayn",
+        *args,
+    ]
+    result = subprocess.run(command, cwd=cwd, env=clean_env(), capture_output=True, text=True, timeout=180)
+    assert result.returncode == 0, f"rc {result.returncode}\n{result.stdout}\n{result.stderr[-4000:]}"
+    return result
+
+
+# ------------------------------------------------------------------ helpers, in process
+def test_torchrun_environment(monkeypatch):
+    for name in TORCHRUN_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    assert torchrun_environment() is None
+    assert init_distributed("cpu") == DistContext()  # a single process: nothing initialised
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    assert torchrun_environment() == (1, 2, 1)
+    monkeypatch.setenv("RANK", "2")
+    with pytest.raises(ConfigError, match="RANK=2"):
+        torchrun_environment()
+    monkeypatch.setenv("WORLD_SIZE", "two")
+    with pytest.raises(ConfigError, match="integers"):
+        torchrun_environment()
+
+
+def test_backend_choice_and_device():
+    assert resolve_backend("auto", "cpu") == "gloo"
+    assert resolve_backend("auto", "cuda") == "nccl"
+    assert resolve_backend("gloo", "cuda") == "gloo"
+    with pytest.raises(ConfigError, match="dist_backend"):
+        resolve_backend("mpi", "cpu")
+    with pytest.raises(ConfigError, match="dist_backend"):
+        config_from_dict({"train": {"dist_backend": "mpi"}})
+    ranked = DistContext(rank=3, world_size=4, local_rank=1, backend="nccl")
+    assert rank_device(torch.device("cuda"), ranked) == torch.device("cuda", 1)
+    assert rank_device(torch.device("cpu"), ranked) == torch.device("cpu")
+    assert rank_device(torch.device("cuda"), DistContext()) == torch.device("cuda")
+
+
+def test_data_position_converts_between_world_sizes():
+    assert convert_position(7, 2, 2) == 7
+    assert convert_position(6, 2, 4) == 3  # 12 batches of the epoch plan done
+    assert convert_position(5, 2, 4) == 3  # 10 done: round up, never repeat a batch
+    assert convert_position(3, 4, 1) == 12
+
+
+# ------------------------------------------------------------------ two processes
+def test_gradients_and_sgd_steps_equal_single_process_on_union_batch(tmp_path):
+    """Two ranks (started the way torchrun starts them) train through the real Trainer; each
+    also runs a single-process Trainer on the union of both ranks' micro-batches."""
+    port = str(free_port())
+    workers = [
+        subprocess.Popen(
+            [sys.executable, str(WORKER), str(tmp_path)],
+            env=clean_env(
+                RANK=str(rank),
+                WORLD_SIZE="2",
+                LOCAL_RANK=str(rank),
+                MASTER_ADDR="127.0.0.1",
+                MASTER_PORT=port,
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    try:
+        outputs = [w.communicate(timeout=120)[0] for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+    assert [w.returncode for w in workers] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+    reports = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
+    for report in reports:
+        assert report["backend"] == "gloo" and report["world_size"] == 2
+        assert report["shards_disjoint"]
+        # Loss sums and token counts are global: the same as one process on the union.
+        assert report["loss_sum"][0] == pytest.approx(report["loss_sum"][1], rel=1e-6)
+        assert all(len(set(counts)) == 1 for counts in report["tokens"])
+        # Gradients after backward: equal to fp32 rounding (they are of order 0.1-1).
+        assert report["grad_scale"] > 0.01
+        assert report["grad_diff"][0] < 1e-6
+        # 5 SGD steps at lr 0.5: parameters move by ~0.5 and still agree to fp32 rounding.
+        assert report["moved"][0] > 0.05
+        assert max(report["param_diff"]) < 1e-5
+        assert max(report["loss_diff"]) < 1e-5
+        assert report["steps"] == 5
+
+
+TINY = {
+    "data": {
+        "task": "copy",
+        "seed": 3,
+        "num_train": 400,
+        "num_valid": 20,
+        "num_test": 10,
+        "tokenizer": "char",
+    },
+    "model": {"preset": "tiny", "dropout": 0.1, "max_len": 64},
+    "train": {
+        "max_steps": 6,
+        "batch_tokens": 300,
+        "schedule": "inverse_sqrt",
+        "lr": 0.003,
+        "warmup": 5,
+        "eval_every": 3,
+        "log_every": 1,
+        "progress_bar": False,
+        "bleu_max_sentences": 5,
+        "test_beam": 1,
+        "threads": 1,
+        "device": "cpu",
+    },
+}
+
+
+def metric_steps(run_dir: Path, split: str) -> list[int]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return [r["step"] for r in map(json.loads, lines) if r["split"] == split]
+
+
+@pytest.fixture(scope="module")
+def two_process_run(tmp_path_factory) -> tuple[Path, subprocess.CompletedProcess]:
+    root = tmp_path_factory.mktemp("ddp_cli")
+    (root / "tiny.yaml").write_text(yaml.safe_dump(TINY))
+    result = torchrun("train", "tiny.yaml", "--out", "run", cwd=root)
+    return root / "run", result
+
+
+def test_two_process_cli_run_writes_once_from_rank_0(two_process_run):
+    run_dir, result = two_process_run
+    assert result.stdout.count("trained 6 steps") == 1  # only rank 0 prints the results
+    assert "held-out exact match" in result.stdout
+    assert [p.name for p in list_checkpoints(run_dir)] == ["step_000003", "step_000006"]
+    assert metric_steps(run_dir, "train") == [1, 2, 3, 4, 5, 6]  # once each: rank 0 alone writes
+    assert metric_steps(run_dir, "val") == [3, 6]
+    log = (run_dir / "train.log").read_text()
+    assert "distributed: 2 process(es), backend gloo" in log
+    assert "effective batch: 2 process(es) x 1 micro-batch(es) of up to 300 tokens" in log
+    state = load_training_state(list_checkpoints(run_dir)[-1])
+    assert state["train_state"]["world_size"] == 2
+    assert len(state["rng_ranks"]) == 2  # each rank's RNG, for an exact resume
+    assert not torch.equal(state["rng_ranks"][0]["rng_cpu"], state["rng_ranks"][1]["rng_cpu"])
+    assert json.loads((run_dir / "results.json").read_text())["steps"] == 6
+
+
+def test_two_process_cli_run_resumes_from_its_checkpoint(two_process_run):
+    run_dir, _ = two_process_run
+    result = torchrun("train", "--resume", str(run_dir), "--set", "train.max_steps=10", cwd=run_dir.parent)
+    assert result.stdout.count("trained 10 steps") == 1
+    assert "resumed from" in result.stderr and "step 6" in result.stderr
+    assert [p.name for p in list_checkpoints(run_dir)][-2:] == ["step_000009", "step_000010"]
+    assert metric_steps(run_dir, "train") == list(range(1, 11))
+    assert metric_steps(run_dir, "val") == [3, 6, 9, 10]
+    assert json.loads((run_dir / "results.json").read_text())["steps"] == 10
