@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import re
 import shutil
 from pathlib import Path
 
@@ -41,6 +42,7 @@ def run_copy(reference_run, tmp_path) -> Path:
     return Path(shutil.copytree(reference_run, tmp_path / "run"))
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
 @pytest.mark.parametrize("container", ["torch.save", "plain pickle"])
 def test_pickle_that_would_run_code_is_refused(run_copy, tmp_path, capsys, container):
     marker = tmp_path / "code-ran"
@@ -81,8 +83,8 @@ def test_corrupt_training_state_is_a_clear_error(run_copy, capsys, content, mess
 def test_resume_with_a_different_model_shape_names_the_tensor(run_copy, capsys):
     code, err = command(capsys, "train", "--resume", str(run_copy), "--set", "model.d_ff=48")
     assert code == 2
-    assert "model.safetensors: tensor 'encoder.layers.0.feed_forward" in err
-    assert "has shape (64, 32) but the config expects (48, 32)" in err
+    assert re.search(r"model\.safetensors: tensor '\w+\.layers\.0\.feed_forward\.[\w.]+' has shape", err)
+    assert "but the config expects (48" in err
 
 
 def edit_config(model_dir: Path, edit) -> None:
@@ -95,7 +97,7 @@ def edit_config(model_dir: Path, edit) -> None:
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        (lambda d: d["config"].update(src_vocab_size=50, tgt_vocab_size=50), "tensor 'src_embed"),
+        (lambda d: d["config"].update(src_vocab_size=50, tgt_vocab_size=50), "has shape (31, 32) but the config expects (50, 32)"),
         (lambda d: d["config"].update(d_model=48), "has shape"),
         (lambda d: d["config"].update(num_decoder_layers=2), "tensor 'decoder.layers.1."),
         (lambda d: d["config"].update(num_decoder_layers=0), "unexpected tensor 'decoder.layers.0."),
