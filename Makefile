@@ -1,11 +1,11 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - install, then train the built-in `dates` model (`aiayn train`)
-#   make test   - install, then lint and run the whole test suite (what CI runs)
+#   make test   - install, then lint and run the whole test suite, browser test included (what CI runs)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint browser-deps clean
+.PHONY: install demo test test-browser lint browser-deps clean
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -22,8 +22,29 @@ demo: install
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
 
-test: lint
-	$(VENV)/bin/pytest -q -m "not browser"
+# One run of everything: the default selection (-m "not browser") and the browser test.
+test: lint browser-deps
+	$(VENV)/bin/pytest -q
+
+# The browser test drives Debian's Chromium through Playwright's Python package; it skips
+# when either is missing. (Never `playwright install`: it downloads a browser build.)
+BROWSER_STAMP := $(VENV)/.browser-installed
+
+$(BROWSER_STAMP): $(STAMP)
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,browser]'
+	touch $(BROWSER_STAMP)
+
+browser-deps: $(BROWSER_STAMP)
+	@if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+		else \
+			echo "note: chromium is missing (apt-get install chromium chromium-driver); the browser test will skip"; \
+		fi; \
+	fi
+
+test-browser: browser-deps
+	$(VENV)/bin/pytest -q -m browser
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

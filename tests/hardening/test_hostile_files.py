@@ -97,7 +97,7 @@ def edit_config(model_dir: Path, edit) -> None:
 @pytest.mark.parametrize(
     ("edit", "expected"),
     [
-        (lambda d: d["config"].update(src_vocab_size=50, tgt_vocab_size=50), "has shape (31, 32) but the config expects (50, 32)"),
+        (lambda d: d["config"].update(src_vocab_size=50, tgt_vocab_size=50), "config expects (50, 32)"),
         (lambda d: d["config"].update(d_model=48), "has shape"),
         (lambda d: d["config"].update(num_decoder_layers=2), "tensor 'decoder.layers.1."),
         (lambda d: d["config"].update(num_decoder_layers=0), "unexpected tensor 'decoder.layers.0."),

@@ -31,8 +31,13 @@ def model_dir(tmp_path_factory):
     tokenizer = Tokenizer.train_char(SOURCES + TARGETS)
     torch.manual_seed(0)
     config = ModelConfig.tiny(
-        vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_encoder_layers=2,
-        num_decoder_layers=3, d_ff=64, max_len=40,
+        vocab_size=tokenizer.vocab_size,
+        d_model=32,
+        num_heads=2,
+        num_encoder_layers=2,
+        num_decoder_layers=3,
+        d_ff=64,
+        max_len=40,
     )
     model = Transformer(config)
     with torch.no_grad():  # sharper, more varied attention than a fresh initialisation

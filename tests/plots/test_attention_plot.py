@@ -105,13 +105,31 @@ def test_layer_selection(translator):
     ],
 )
 def test_cli_errors(model_dir, tmp_path, capsys, extra, message):
-    argv = ["plot", "attention", "--model", str(model_dir), "--target", TARGET, "--out", str(tmp_path / "a.png")]
+    argv = [
+        "plot",
+        "attention",
+        "--model",
+        str(model_dir),
+        "--target",
+        TARGET,
+        "--out",
+        str(tmp_path / "a.png"),
+    ]
     assert main([*argv, *extra]) == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
 
 
 def test_cli_missing_model(tmp_path, capsys):
-    argv = ["plot", "attention", "--model", str(tmp_path / "none"), "--text", "x", "--out", str(tmp_path / "a.png")]
+    argv = [
+        "plot",
+        "attention",
+        "--model",
+        str(tmp_path / "none"),
+        "--text",
+        "x",
+        "--out",
+        str(tmp_path / "a.png"),
+    ]
     assert main(argv) == 2
     assert "none" in capsys.readouterr().err

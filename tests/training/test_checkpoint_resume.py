@@ -59,7 +59,7 @@ def test_crash_inside_a_save_leaves_previous_checkpoint_loadable(tmp_path, make_
 
     monkeypatch.setattr(checkpoint_module.torch, "save", crash)
     trainer.state.step = 7
-    with pytest.raises(OSError, match="disk died"):
+    with pytest.raises(CheckpointError, match="disk died"):
         trainer.save_checkpoint()
     after = list_checkpoints(tmp_path / "run")
     assert after == before

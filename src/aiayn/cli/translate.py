@@ -94,6 +94,8 @@ def read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
             raise DataError(f"{name}: line {number} is not valid UTF-8 ({error.reason})") from None
         if number == 1:
             line = line.removeprefix("\ufeff")
+            if raw == b"\xef\xbb\xbf":  # the whole input is a byte order mark: no lines
+                return
         yield line.removesuffix("\n").removesuffix("\r")
 
 

@@ -161,15 +161,17 @@ class TokenWindows:
 
 
 # ---------------------------------------------------------------------- text files
-def resolve_text_path(name: str | Path) -> Path:
-    """`name` as given when it exists, else relative to the data root (`aiayn.data.paths`)."""
+def resolve_text_path(name: str | Path, what: str = "text file") -> Path:
+    """`name` as given when it exists, else relative to the data root (`aiayn.data.paths`).
+
+    A missing file raises `DataError` ("`what` not found: ...")."""
     path = Path(name).expanduser()
     if path.is_file():
         return path.resolve()
     if not path.is_absolute() and (data_root() / path).is_file():
         return (data_root() / path).resolve()
     where = f" (nor under the data root {data_root()})" if not path.is_absolute() else ""
-    raise DataError(f"text file not found: {name}{where}")
+    raise DataError(f"{what} not found: {name}{where}")
 
 
 def read_text(path: str | Path) -> str:

@@ -123,6 +123,8 @@ def run_lm_training(
     check_lm_config(config.data)
     if config.train.validation_metric != "loss":
         raise ConfigError("a language model is validated by its loss: set train.validation_metric: loss")
+    # Stored by its resolved path, so that a resume finds the text from any directory.
+    config.data.text_file = str(resolve_text_path(config.data.text_file))
     prepare_run_dir(run_dir, resume, overwrite)
     attach_log_file(run_dir)
     if config.train.threads:
@@ -130,8 +132,6 @@ def run_lm_training(
     torch.manual_seed(config.train.seed)
     tokenizer = Tokenizer.load(run_dir / JOINT_FILE) if resume else None
     data = prepare_lm_data(config.data, tokenizer)
-    # The stored config names the text file by its resolved path, so a resume finds it anywhere.
-    config.data.text_file = str(data.text_path)
 
     def save_tokenizer(directory: Path) -> None:
         data.tokenizer.save(Path(directory) / JOINT_FILE)

@@ -11,6 +11,7 @@ probabilities are not needed. Masks follow the convention of `aiayn.model.masks`
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import torch
@@ -43,13 +44,22 @@ def scaled_dot_product_attention(
         (output (B, H, T, d_v), probabilities (B, H, T, S) or None).
     """
     if not need_weights:
-        output = F.scaled_dot_product_attention(
-            query, key, value,
-            attn_mask=mask,
-            dropout_p=dropout,
-            is_causal=is_causal and mask is None,
+        dtype = query.dtype
+        on_cpu_bf16 = query.device.type == "cpu" and (
+            dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")
         )
-        return output, None
+        if on_cpu_bf16:
+            # On CPU, the bf16 flash-attention backward kernel is ~8x slower than the fp32 one
+            # (torch 2.13); attention is a small part of the FLOPs, so it runs in fp32.
+            query, key, value = query.float(), key.float(), value.float()
+        with torch.autocast("cpu", enabled=False) if on_cpu_bf16 else contextlib.nullcontext():
+            output = F.scaled_dot_product_attention(
+                query, key, value,
+                attn_mask=mask,
+                dropout_p=dropout,
+                is_causal=is_causal and mask is None,
+            )
+        return output.to(dtype), None
 
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, T, S)
     if mask is None and is_causal:

@@ -98,6 +98,11 @@ def _target_ids(translator: Translator, text: str, where: str) -> list[int]:
     return ids
 
 
+def _stack(layers: list[torch.Tensor]) -> np.ndarray:
+    """Per-layer (1, H, Q, K) maps -> one (L, H, Q, K) float32 array."""
+    return torch.stack([m[0] for m in layers]).float().cpu().numpy()
+
+
 def attention_examples(
     translator: Translator,
     sources: Sequence[str],
@@ -142,10 +147,6 @@ def attention_examples(
             src = torch.tensor([src_ids[i]], dtype=torch.long, device=device)  # (1, S)
             tgt_in = torch.tensor([[BOS_ID, *tgt_ids[i]]], dtype=torch.long, device=device)  # (1, T)
             maps = model.attention_maps(src, tgt_in)
-
-            def stack(layers: list[torch.Tensor]) -> np.ndarray:
-                return torch.stack([m[0] for m in layers]).float().cpu().numpy()  # (L, H, ., .)
-
             examples.append(
                 AttentionExample(
                     source=source,
@@ -153,9 +154,9 @@ def attention_examples(
                     translated=targets[i] is None,
                     source_tokens=[source_tok.id_to_token(t) for t in src_ids[i]],
                     target_tokens=[target_tok.id_to_token(t) for t in [BOS_ID, *tgt_ids[i]]],
-                    encoder=stack(maps.encoder),
-                    decoder=stack(maps.decoder),
-                    cross=stack(maps.cross),
+                    encoder=_stack(maps.encoder),
+                    decoder=_stack(maps.decoder),
+                    cross=_stack(maps.cross),
                 )
             )
     return examples

@@ -218,6 +218,9 @@ class Trainer:
     # -------------------------------------------------------------- data
     def _batches(self) -> Iterator[Batch]:
         """Training batches from the saved data position on, epoch after epoch."""
+        # Under torchrun each rank reads its share (equal counts, or the ranks would desync).
+        ranks = self.dist.world_size
+        shard = {"rank": self.dist.rank, "world_size": ranks} if ranks > 1 else {}
         while self.cfg.max_epochs is None or self.state.epoch < self.cfg.max_epochs:
             from_start = self.state.batch_in_epoch == 0
             for batch in self.train_data.batches(
@@ -226,8 +229,7 @@ class Trainer:
                 seed=self.cfg.seed,
                 epoch=self.state.epoch,
                 start=self.state.batch_in_epoch,
-                rank=self.dist.rank,
-                world_size=self.dist.world_size,
+                **shard,
             ):
                 self.state.batch_in_epoch += 1
                 yield batch
@@ -444,8 +446,8 @@ class Trainer:
             path = self.save_checkpoint()
             barrier(self.dist)  # no rank exits while rank 0 writes
             name = signal.Signals(self.stop_signal).name
-            log.warning("%s received: checkpoint written to %s", name, path)
             if self.is_main:
+                log.warning("%s received: checkpoint written to %s", name, path)
                 print(
                     f"\nInterrupted by {name} at step {self.state.step}. Resume with:\n"
                     f"  aiayn train --resume {self.run_dir}",

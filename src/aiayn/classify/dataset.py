@@ -1,0 +1,131 @@
+"""Encoded classification examples and their batches for the `Trainer`.
+
+A text becomes its token ids (no `<bos>`/`<eos>`: the encoder reads the whole sequence and
+its outputs are mean-pooled, see `aiayn.model.encoder_only`), right-padded with `<pad>`.
+Batches group texts of similar length under a token budget (as for translation, Sec. 5.1).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from aiayn.data.batching import token_batches
+from aiayn.data.special_tokens import PAD_ID
+from aiayn.data.tokenizer import Tokenizer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ClassBatch:
+    """A padded batch of texts and their classes.
+
+    Attributes:
+        tokens: (B, S) int64 token ids, `PAD_ID` after the end of each text.
+        labels: (B,) int64 class indices.
+        num_tgt_tokens: B, the number of predictions the loss is summed over.
+        indices: the dataset index of each row.
+    """
+
+    tokens: Tensor
+    labels: Tensor
+    num_tgt_tokens: int
+    indices: list[int]
+
+    def __len__(self) -> int:
+        return self.tokens.size(0)
+
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> ClassBatch:
+        """A copy with the tensors on `device`."""
+        return replace(
+            self,
+            tokens=self.tokens.to(device, non_blocking=non_blocking),
+            labels=self.labels.to(device, non_blocking=non_blocking),
+        )
+
+
+def pad_batch(token_ids: Sequence[Sequence[int]]) -> Tensor:
+    """(B, S) right-padded tensor of the token id lists (S = the longest, at least 1)."""
+    out = torch.full((len(token_ids), max(1, *map(len, token_ids))), PAD_ID, dtype=torch.long)
+    for row, ids in enumerate(token_ids):
+        out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+    return out
+
+
+def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_len: int, origin: str) -> list[list[int]]:
+    """Token ids of each text, cut to `max_len` tokens (the number cut is logged)."""
+    encoded = tokenizer.encode_batch(list(texts))
+    too_long = sum(len(ids) > max_len for ids in encoded)
+    if too_long:
+        log.warning("%s: %d text(s) longer than %d tokens were truncated", origin, too_long, max_len)
+    return [ids[:max_len] for ids in encoded]
+
+
+class ClassificationDataset:
+    """Token id lists and class indices, with token-budget batching."""
+
+    def __init__(self, token_ids: Sequence[list[int]], labels: Sequence[int]) -> None:
+        if len(token_ids) != len(labels):
+            raise ValueError(f"{len(token_ids)} texts but {len(labels)} labels")
+        self.token_ids = list(token_ids)
+        self.labels = list(labels)
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+    def batches(
+        self,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        epoch: int = 0,
+        start: int = 0,
+    ) -> Iterator[ClassBatch]:
+        """One epoch of batches from batch `start` on; the order depends only on (seed, epoch)."""
+        lengths = [len(ids) for ids in self.token_ids]
+        plan = token_batches(lengths, lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
+        for indices in plan[start:]:
+            yield ClassBatch(
+                tokens=pad_batch([self.token_ids[i] for i in indices]),
+                labels=torch.tensor([self.labels[i] for i in indices], dtype=torch.long),
+                num_tgt_tokens=len(indices),
+                indices=indices,
+            )
+
+
+def classification_loss(model: nn.Module, batch: ClassBatch, smoothing: float) -> tuple[Tensor, int]:
+    """Summed (label-smoothed) cross-entropy over the batch's examples, and their number."""
+    logits = model(batch.tokens)  # (B, C)
+    loss = F.cross_entropy(logits.float(), batch.labels, label_smoothing=smoothing, reduction="sum")
+    return loss, batch.num_tgt_tokens
+
+
+@torch.no_grad()
+def predict_probabilities(
+    model: nn.Module, dataset: ClassificationDataset, batch_tokens: int = 4096
+) -> tuple[Tensor, Tensor]:
+    """(N, C) class probabilities and (N,) predicted classes, in dataset order."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    probs = torch.zeros(len(dataset), model.num_classes)
+    try:
+        for batch in dataset.batches(batch_tokens, shuffle=False):
+            logits = model(batch.tokens.to(device)).float()
+            probs[batch.indices] = logits.softmax(dim=-1).cpu()
+    finally:
+        model.train(was_training)
+    return probs, probs.argmax(dim=-1)
+
+
+def accuracy(model: nn.Module, dataset: ClassificationDataset, batch_tokens: int = 4096) -> float:
+    """Percentage of examples whose most probable class is the label."""
+    _, predicted = predict_probabilities(model, dataset, batch_tokens)
+    labels = torch.tensor(dataset.labels)
+    return 100.0 * float((predicted == labels).float().mean()) if len(dataset) else 0.0

@@ -1,0 +1,107 @@
+"""`aiayn classify`: train an encoder-only sequence classifier, and classify texts with it.
+
+    aiayn classify train                                   # the built-in brackets task
+    aiayn classify train --tsv train.tsv --valid-tsv valid.tsv
+    aiayn classify predict --model runs/brackets-... --text "([)]"
+    aiayn classify predict --model runs/brackets-... --input texts.txt
+
+TSV files hold one `text<TAB>label` example per line. `predict` prints `label<TAB>probability`
+for each text (`--input`: one text per line, in input order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from aiayn.cli.lm import CONFIGS, add_run_arguments, load_task_config
+from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+
+DEFAULT_CONFIG = CONFIGS / "brackets.yaml"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "classify",
+        help="train a text classifier (encoder-only), or classify texts with one",
+        description="Encoder-only sequence classification: the built-in brackets task or TSV files.",
+    )
+    commands = parser.add_subparsers(dest="classify_command", metavar="SUBCOMMAND", required=True)
+
+    train = commands.add_parser(
+        "train",
+        help="train a classifier (default: the built-in balanced-brackets task)",
+        description="Train an encoder-only classifier; prints the held-out accuracy.",
+    )
+    train.add_argument("config", nargs="?", type=Path, help="YAML config (default: configs/brackets.yaml)")
+    train.add_argument("--tsv", metavar="TRAIN.tsv", help="training examples, text<TAB>label per line")
+    train.add_argument(
+        "--valid-tsv", metavar="VALID.tsv", help="validation examples (default: hold out data.valid_fraction)"
+    )
+    add_run_arguments(train)
+    train.set_defaults(func=run_train)
+
+    predict = commands.add_parser(
+        "predict",
+        help="print the label and its probability for each text",
+        description="Classify --text or each line of --input; prints label<TAB>probability.",
+    )
+    predict.add_argument("--model", required=True, type=Path, metavar="DIR", help="model directory")
+    source = predict.add_mutually_exclusive_group(required=True)
+    source.add_argument("--input", metavar="FILE", help="texts to classify, one per line")
+    source.add_argument("--text", help="one text to classify")
+    predict.add_argument("--device", default="auto", help="'cpu', 'cuda', ... or 'auto'")
+    predict.set_defaults(func=run_predict)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from aiayn.classify.run import run_classify_training
+    from aiayn.cli.train import setup_logging
+    from aiayn.training.trainer import StopRequested
+
+    setup_logging()
+    if args.resume is not None:
+        if args.config or args.out or args.tsv or args.valid_tsv:
+            print("aiayn classify train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)
+            return 2
+        run_dir = args.resume
+        config = load_task_config(run_dir / CONFIG_FILE, {}, {}, args.overrides)
+    else:
+        if args.valid_tsv and not args.tsv:
+            print("aiayn classify train: --valid-tsv needs --tsv", file=sys.stderr)
+            return 2
+        set_fields = {"task": "tsv", "train_tsv": args.tsv, "valid_tsv": args.valid_tsv} if args.tsv else {}
+        name = args.config or (Path(f"classify-{Path(args.tsv).stem}") if args.tsv else DEFAULT_CONFIG)
+        run_dir = args.out or default_run_dir(name)
+        config = load_task_config(args.config or DEFAULT_CONFIG, {"task": "brackets"}, set_fields, args.overrides)
+    print(f"run directory: {run_dir}", file=sys.stderr)
+    try:
+        results = run_classify_training(config, run_dir, resume=args.resume is not None, overwrite=args.overwrite)
+    except StopRequested:
+        return 130
+    print(
+        f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
+        f"({results['params']:,} parameters)"
+    )
+    for split in ("valid", "test"):
+        if results[f"{split}_accuracy"] is not None:
+            print(f"{'validation' if split == 'valid' else 'held-out test'} accuracy: "
+                  f"{results[f'{split}_accuracy']:.2f}%")
+    print(f"model directory: {run_dir}")
+    return 0
+
+
+def run_predict(args: argparse.Namespace) -> int:
+    from aiayn.classify.predict import Classifier
+    from aiayn.data.corpus import read_lines
+    from aiayn.training.device import select_device
+
+    classifier = Classifier.load(args.model, device=select_device(args.device))
+    if args.text is not None:
+        texts, origin = [args.text], "--text"
+    else:
+        texts, origin = read_lines(args.input), args.input
+    for prediction in classifier.predict(texts, origin):
+        print(f"{prediction.label}\t{prediction.probability:.4f}")
+    return 0
