@@ -23,13 +23,13 @@ def targets_of(windows: TokenWindows, batches) -> Counter:
         for row, start in enumerate(batch.starts):
             for t in range(windows.block_size):
                 position = start + t + 1
+                expected_input = STREAM[start + t] if start + t < len(STREAM) else PAD_ID
+                assert int(batch.inputs[row, t]) == expected_input
                 if position < len(STREAM):
-                    assert int(batch.inputs[row, t]) == STREAM[start + t]
                     assert int(batch.labels[row, t]) == STREAM[position]
                     seen[position] += 1
-                else:  # past the end: pad input, pad label (ignored by the loss)
+                else:  # past the end: a pad label, which the loss ignores
                     assert int(batch.labels[row, t]) == PAD_ID
-                    assert int(batch.inputs[row, t]) == PAD_ID
     return seen
 
 

@@ -19,6 +19,7 @@ from aiayn.cli.lm import CONFIGS, add_run_arguments, load_task_config
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
 DEFAULT_CONFIG = CONFIGS / "brackets.yaml"
+TSV_CONFIG = CONFIGS / "classify_tsv.yaml"  # the default with --tsv
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +35,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="train a classifier (default: the built-in balanced-brackets task)",
         description="Train an encoder-only classifier; prints the held-out accuracy.",
     )
-    train.add_argument("config", nargs="?", type=Path, help="YAML config (default: configs/brackets.yaml)")
+    train.add_argument(
+        "config", nargs="?", type=Path,
+        help="YAML config (default: configs/brackets.yaml, or configs/classify_tsv.yaml with --tsv)",
+    )
     train.add_argument("--tsv", metavar="TRAIN.tsv", help="training examples, text<TAB>label per line")
     train.add_argument(
         "--valid-tsv", metavar="VALID.tsv", help="validation examples (default: hold out data.valid_fraction)"
@@ -74,7 +78,8 @@ def run_train(args: argparse.Namespace) -> int:
         set_fields = {"task": "tsv", "train_tsv": args.tsv, "valid_tsv": args.valid_tsv} if args.tsv else {}
         name = args.config or (Path(f"classify-{Path(args.tsv).stem}") if args.tsv else DEFAULT_CONFIG)
         run_dir = args.out or default_run_dir(name)
-        config = load_task_config(args.config or DEFAULT_CONFIG, {"task": "brackets"}, set_fields, args.overrides)
+        path = args.config or (TSV_CONFIG if args.tsv else DEFAULT_CONFIG)
+        config = load_task_config(path, {"task": "brackets"}, set_fields, args.overrides)
     print(f"run directory: {run_dir}", file=sys.stderr)
     try:
         results = run_classify_training(config, run_dir, resume=args.resume is not None, overwrite=args.overwrite)

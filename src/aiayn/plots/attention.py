@@ -109,7 +109,9 @@ def attention_figure(example: AttentionExample, panels: list[Panel]) -> Figure:
             axes.set_yticks(range(len(panel.query_tokens)))
             if c == 0:
                 axes.set_yticklabels([display_token(t) for t in panel.query_tokens], fontsize=font)
-                axes.set_ylabel("query", fontsize=8)
+                axes.set_ylabel(
+                    "query (source)" if panel.kind == "encoder" else "query (decoder input)", fontsize=8
+                )
             else:
                 axes.set_yticklabels([])
             axes.tick_params(length=0)

@@ -1,0 +1,88 @@
+"""`aiayn classify train` and `aiayn classify predict` end to end, through the CLI."""
+
+import json
+
+from aiayn.cli.classify import DEFAULT_CONFIG, TSV_CONFIG
+from aiayn.cli.main import main
+from aiayn.model import EncoderOnly
+from aiayn.training.config import load_config
+
+TINY = [
+    "--set", "model.preset=tiny", "--set", "model.d_model=32", "--set", "model.d_ff=64",
+    "--set", "model.num_encoder_layers=1", "--set", "train.batch_tokens=256",
+    "--set", "train.max_steps=4", "--set", "train.eval_every=2", "--set", "train.max_minutes=null",
+    "--set", "train.progress_bar=false", "--set", "train.warmup=2", "--set", "train.threads=1",
+]
+BRACKETS = ["--set", "data.num_train=200", "--set", "data.num_valid=30", "--set", "data.num_test=30",
+            "--set", "data.max_len=12"]
+
+
+def predictions(text: str) -> list[tuple[str, float]]:
+    rows = [line.split("\t") for line in text.strip().splitlines()]
+    return [(label, float(probability)) for label, probability in rows]
+
+
+def test_brackets_train_resume_and_predict(tmp_path, capsys):
+    run_dir = tmp_path / "run"
+    assert main(["classify", "train", "--out", str(run_dir), *TINY, *BRACKETS]) == 0
+    out = capsys.readouterr().out
+    assert "validation accuracy:" in out and "held-out test accuracy:" in out
+    for name in ("config.json", "model.safetensors", "tokenizer.json", "metrics.jsonl", "results.json"):
+        assert (run_dir / name).is_file(), name
+    val = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    val = [r for r in val if r["split"] == "val"]
+    assert [r["step"] for r in val] == [2, 4] and all(0 <= r["accuracy"] <= 100 for r in val)
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["labels"] == ["balanced", "unbalanced"] and 0 <= results["test_accuracy"] <= 100
+    model = EncoderOnly.from_pretrained(run_dir)
+    assert model.num_classes == 2 and model.config.extra["labels"] == ["balanced", "unbalanced"]
+
+    assert main(["classify", "train", "--resume", str(run_dir), "--set", "train.max_steps=6"]) == 0
+    assert json.loads((run_dir / "results.json").read_text())["steps"] == 6
+    capsys.readouterr()
+
+    assert main(["classify", "predict", "--model", str(run_dir), "--text", "([)]"]) == 0
+    [(label, probability)] = predictions(capsys.readouterr().out)
+    assert label in ("balanced", "unbalanced") and 0.5 <= probability <= 1.0
+    inputs = tmp_path / "inputs.txt"
+    inputs.write_text("()\n([)]\n{[]}()\n", encoding="utf-8")
+    assert main(["classify", "predict", "--model", str(run_dir), "--input", str(inputs)]) == 0
+    rows = predictions(capsys.readouterr().out)
+    assert len(rows) == 3 and rows[1] == (label, probability)  # same text, same answer
+
+
+def test_tsv_train_and_predict(tmp_path, capsys):
+    lines = [f"{word} is {mood}\t{mood}" for word in ("this", "that", "it", "she") for mood in ("good", "bad")]
+    train, valid = tmp_path / "train.tsv", tmp_path / "valid.tsv"
+    train.write_text("\n".join(lines * 5) + "\n", encoding="utf-8")
+    valid.write_text("he is good\tgood\nhe is bad\tbad\n", encoding="utf-8")
+    run_dir = tmp_path / "run"
+    args = ["classify", "train", "--tsv", str(train), "--valid-tsv", str(valid), "--out", str(run_dir), *TINY]
+    assert main(args) == 0
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["labels"] == ["bad", "good"] and results["test_accuracy"] is None
+    assert load_config(run_dir / "train_config.yaml").data.tokenizer == "bpe"  # classify_tsv.yaml
+    assert results["valid_accuracy"] in (0.0, 50.0, 100.0)
+    capsys.readouterr()
+    assert main(["classify", "predict", "--model", str(run_dir), "--text", "we are good"]) == 0
+    assert predictions(capsys.readouterr().out)[0][0] in ("bad", "good")
+
+
+def test_bad_input_is_reported_without_a_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad.tsv"
+    bad.write_text("fine\tyes\nnot fine\n", encoding="utf-8")
+    out = str(tmp_path / "run")
+    assert main(["classify", "train", "--tsv", str(bad), "--out", out, *TINY]) == 2
+    assert "bad.tsv: line 2: expected 2 tab-separated columns" in capsys.readouterr().err
+    assert main(["classify", "train", "--tsv", str(tmp_path / "none.tsv"), "--out", out]) == 2
+    assert "TSV file not found" in capsys.readouterr().err
+    assert main(["classify", "train", "--out", out, "--set", "data.task=dates"]) == 2
+    assert "brackets or tsv" in capsys.readouterr().err
+    assert main(["classify", "predict", "--model", str(tmp_path), "--text", "()"]) == 2
+    assert "not a model directory" in capsys.readouterr().err
+
+
+def test_default_configs_are_valid():
+    config = load_config(DEFAULT_CONFIG)
+    assert config.data.task == "brackets" and config.data.tokenizer == "char"
+    assert load_config(TSV_CONFIG).data.task == "tsv"
