@@ -13,7 +13,7 @@ from aiayn.errors import ConfigError, DataError
     ("text", "balanced"),
     [("()", True), ("([]{})", True), ("{[()()]}[]", True), ("([)]", False), (")(", False),
      ("(()", False), ("(]", False), ("", True), ("(a)", False)],
-)
+)  # fmt: skip
 def test_is_balanced(text, balanced):
     assert is_balanced(text) is balanced
 
@@ -38,6 +38,7 @@ def test_unbalanced_examples_have_equal_bracket_counts(splits):
         counts = Counter(text)
         for opening, closing in ("()", "[]", "{}"):
             assert counts[opening] == counts[closing], text
+
     # Mis-nested ones (depth never negative, nothing left open) are among them: counting fails.
     def depth_ok(text):
         depth = 0

@@ -7,14 +7,19 @@ from aiayn.cli.main import main
 from aiayn.model import EncoderOnly
 from aiayn.training.config import load_config
 
-TINY = [
-    "--set", "model.preset=tiny", "--set", "model.d_model=32", "--set", "model.d_ff=64",
-    "--set", "model.num_encoder_layers=1", "--set", "train.batch_tokens=256",
-    "--set", "train.max_steps=4", "--set", "train.eval_every=2", "--set", "train.max_minutes=null",
-    "--set", "train.progress_bar=false", "--set", "train.warmup=2", "--set", "train.threads=1",
-]
-BRACKETS = ["--set", "data.num_train=200", "--set", "data.num_valid=30", "--set", "data.num_test=30",
-            "--set", "data.max_len=12"]
+TINY_FIELDS = {
+    "model.preset": "tiny", "model.d_model": 32, "model.d_ff": 64, "model.num_encoder_layers": 1,
+    "train.batch_tokens": 256, "train.max_steps": 4, "train.eval_every": 2, "train.max_minutes": "null",
+    "train.progress_bar": "false", "train.warmup": 2, "train.threads": 1,
+}  # fmt: skip
+BRACKET_FIELDS = {"data.num_train": 200, "data.num_valid": 30, "data.num_test": 30, "data.max_len": 12}
+
+
+def overrides(fields: dict) -> list[str]:
+    return [arg for key, value in fields.items() for arg in ("--set", f"{key}={value}")]
+
+
+TINY, BRACKETS = overrides(TINY_FIELDS), overrides(BRACKET_FIELDS)
 
 
 def predictions(text: str) -> list[tuple[str, float]]:
@@ -52,7 +57,9 @@ def test_brackets_train_resume_and_predict(tmp_path, capsys):
 
 
 def test_tsv_train_and_predict(tmp_path, capsys):
-    lines = [f"{word} is {mood}\t{mood}" for word in ("this", "that", "it", "she") for mood in ("good", "bad")]
+    lines = [
+        f"{word} is {mood}\t{mood}" for word in ("this", "that", "it", "she") for mood in ("good", "bad")
+    ]
     train, valid = tmp_path / "train.tsv", tmp_path / "valid.tsv"
     train.write_text("\n".join(lines * 5) + "\n", encoding="utf-8")
     valid.write_text("he is good\tgood\nhe is bad\tbad\n", encoding="utf-8")

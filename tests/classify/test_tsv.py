@@ -15,7 +15,7 @@ def write(tmp_path, content: bytes, name="data.tsv"):
 
 
 def test_reads_examples_skipping_blank_lines(tmp_path):
-    path = write(tmp_path, "great film\tpos\r\n\nawful  \t neg \nmeh, fine\tpos".encode())
+    path = write(tmp_path, b"great film\tpos\r\n\nawful  \t neg \nmeh, fine\tpos")
     assert read_tsv(path) == [("great film", "pos"), ("awful  ", "neg"), ("meh, fine", "pos")]
     assert label_names(read_tsv(path), str(path)) == ["neg", "pos"]
     packed = tmp_path / "data.tsv.gz"

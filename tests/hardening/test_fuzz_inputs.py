@@ -61,7 +61,7 @@ def test_read_lines_works_or_raises_data_error(tmp_path, data, suffix, compress)
         return
     if compress or not data.startswith(b"\x1f\x8b"):
         assert len(lines) == expected_line_count(data)
-        assert all("\n" not in line and not line.endswith("\r") for line in lines)
+        assert all("\n" not in line for line in lines)  # (one "\r" of "\r\r\n" stays: it is text)
 
 
 @FUZZ
@@ -129,7 +129,7 @@ def test_tokenizer_load_on_random_files(tmp_path, content):
 @given(data=st.data(), replacement=json_values)
 def test_tokenizer_load_on_mutated_tokenizer_files(tmp_path, tokenizer_spec, data, replacement):
     spec = json.loads(json.dumps(tokenizer_spec))
-    where = data.draw(st.sampled_from(sorted(paths_of(spec), key=str)[1:]))
+    where = data.draw(st.sampled_from(sorted((p for p in paths_of(spec) if p), key=str)))
     parent = spec
     for key in where[:-1]:
         parent = parent[key]

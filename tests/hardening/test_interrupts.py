@@ -125,3 +125,13 @@ def test_sigkill_at_random_moments_always_leaves_a_resumable_run(tmp_path, refer
     resume_in_process(run_dir)
     assert leftovers(run_dir) == []
     assert_same_weights(final_weights(run_dir), final_weights(reference_run))
+
+
+def test_ctrl_c_outside_the_training_loop_exits_130_without_traceback(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("aiayn.cli.translate.load_translator", interrupted)
+    assert main(["translate", "--model", "unused", "--text", "x"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == "aiayn translate: interrupted"

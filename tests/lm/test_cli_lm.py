@@ -11,13 +11,15 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.model import DecoderOnlyLM
 from aiayn.training.config import load_config
 
-TEXT = "".join(f"To be, or not to be, that is question {i}.\nWhether 'tis nobler in the mind.\n" for i in range(30))
-TINY = [
-    "--set", "model.preset=tiny", "--set", "model.d_model=32", "--set", "model.d_ff=64",
-    "--set", "model.num_decoder_layers=1", "--set", "data.block_size=16", "--set", "train.batch_tokens=128",
-    "--set", "train.max_steps=4", "--set", "train.eval_every=2", "--set", "train.log_every=1",
-    "--set", "train.progress_bar=false", "--set", "train.warmup=2", "--set", "train.threads=1",
-]
+TEXT = "".join(
+    f"To be, or not to be, that is question {i}.\nWhether 'tis nobler in the mind.\n" for i in range(30)
+)
+TINY_FIELDS = {
+    "model.preset": "tiny", "model.d_model": 32, "model.d_ff": 64, "model.num_decoder_layers": 1,
+    "data.block_size": 16, "train.batch_tokens": 128, "train.max_steps": 4, "train.eval_every": 2,
+    "train.log_every": 1, "train.progress_bar": "false", "train.warmup": 2, "train.threads": 1,
+}  # fmt: skip
+TINY = [arg for key, value in TINY_FIELDS.items() for arg in ("--set", f"{key}={value}")]
 
 
 @pytest.fixture
@@ -74,8 +76,18 @@ def test_config_names_a_text_file_under_the_data_root(tmp_path, monkeypatch):
     monkeypatch.setenv("AIAYN_DATA_DIR", str(root))
     monkeypatch.chdir(tmp_path)
     config = tmp_path / "lm.yaml"
-    config.write_text(yaml.safe_dump({"data": {"text_file": "plays/hamlet.txt", "tokenizer": "byte_bpe",
-                                               "vocab_size": 300, "stride": 4}}))
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "data": {
+                    "text_file": "plays/hamlet.txt",
+                    "tokenizer": "byte_bpe",
+                    "vocab_size": 300,
+                    "stride": 4,
+                }
+            }
+        )
+    )
     run_dir = tmp_path / "run"
     tiny = [*TINY, "--set", "train.max_steps=2"]
     assert main(["lm", "train", str(config), "--out", str(run_dir), *tiny]) == 0

@@ -10,6 +10,13 @@ from aiayn.classify.predict import Classifier, Prediction
 from aiayn.classify.tsv import read_tsv
 
 __all__ = [
-    "ClassBatch", "ClassificationDataset", "Classifier", "Prediction", "accuracy", "classification_loss",
-    "is_balanced", "make_brackets", "read_tsv",
+    "ClassBatch",
+    "ClassificationDataset",
+    "Classifier",
+    "Prediction",
+    "accuracy",
+    "classification_loss",
+    "is_balanced",
+    "make_brackets",
+    "read_tsv",
 ]

@@ -52,6 +52,4 @@ class Classifier:
         ids = encode_texts(self.tokenizer, texts, self.model.config.max_len, origin)
         dataset = ClassificationDataset(ids, [0] * len(ids))
         probs, predicted = predict_probabilities(self.model, dataset)
-        return [
-            Prediction(self.labels[int(c)], float(probs[i, c])) for i, c in enumerate(predicted.tolist())
-        ]
+        return [Prediction(self.labels[int(c)], float(probs[i, c])) for i, c in enumerate(predicted.tolist())]

@@ -116,7 +116,9 @@ def run_classify_training(
     if config.data.task not in CLASSIFY_TASKS:
         raise ConfigError(f"aiayn classify needs data.task brackets or tsv, got {config.data.task!r}")
     if config.train.validation_metric != "loss":
-        raise ConfigError("a classifier is selected by its validation loss: set train.validation_metric: loss")
+        raise ConfigError(
+            "a classifier is selected by its validation loss: set train.validation_metric: loss"
+        )
     for name in ("train_tsv", "valid_tsv"):  # stored resolved, so a resume finds them anywhere
         if getattr(config.data, name):
             setattr(config.data, name, str(resolve_text_path(getattr(config.data, name), "TSV file")))

@@ -36,7 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Train an encoder-only classifier; prints the held-out accuracy.",
     )
     train.add_argument(
-        "config", nargs="?", type=Path,
+        "config",
+        nargs="?",
+        type=Path,
         help="YAML config (default: configs/brackets.yaml, or configs/classify_tsv.yaml with --tsv)",
     )
     train.add_argument("--tsv", metavar="TRAIN.tsv", help="training examples, text<TAB>label per line")
@@ -67,7 +69,9 @@ def run_train(args: argparse.Namespace) -> int:
     setup_logging()
     if args.resume is not None:
         if args.config or args.out or args.tsv or args.valid_tsv:
-            print("aiayn classify train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)
+            print(
+                "aiayn classify train: --resume takes its config and directory from RUN_DIR", file=sys.stderr
+            )
             return 2
         run_dir = args.resume
         config = load_task_config(run_dir / CONFIG_FILE, {}, {}, args.overrides)
@@ -82,7 +86,9 @@ def run_train(args: argparse.Namespace) -> int:
         config = load_task_config(path, {"task": "brackets"}, set_fields, args.overrides)
     print(f"run directory: {run_dir}", file=sys.stderr)
     try:
-        results = run_classify_training(config, run_dir, resume=args.resume is not None, overwrite=args.overwrite)
+        results = run_classify_training(
+            config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
+        )
     except StopRequested:
         return 130
     print(
@@ -91,8 +97,10 @@ def run_train(args: argparse.Namespace) -> int:
     )
     for split in ("valid", "test"):
         if results[f"{split}_accuracy"] is not None:
-            print(f"{'validation' if split == 'valid' else 'held-out test'} accuracy: "
-                  f"{results[f'{split}_accuracy']:.2f}%")
+            print(
+                f"{'validation' if split == 'valid' else 'held-out test'} accuracy: "
+                f"{results[f'{split}_accuracy']:.2f}%"
+            )
     print(f"model directory: {run_dir}")
     return 0
 

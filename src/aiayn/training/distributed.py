@@ -19,6 +19,13 @@ What the Trainer does with it (see `aiayn.training.trainer`):
 * rank 0 alone validates and writes logs, metrics and checkpoints; the other ranks wait at
   a barrier, and rank 0's decision to stop (budget, early stopping) is broadcast so that all
   ranks stop at the same step.
+
+A run function (`run_training`, or another task's) wires it up by: opening
+`distributed_session(cfg.device, cfg.dist_backend)` around the run (the CLI does); writing
+files only on `dist.is_main` (run directory, tokenizer, results); giving every rank the same
+tokenizer (`broadcast_object` of rank 0's); passing `dist=` to the `Trainer`. Its training
+data's `batches(...)` must accept `rank=`/`world_size=` and give every rank equally many
+batches (see `aiayn.data.batching.shard`).
 """
 
 from __future__ import annotations
