@@ -17,7 +17,7 @@ from aiayn.model.pretrained import load_model
 from aiayn.training.config import RunConfig
 from aiayn.training.data_setup import PreparedData, prepare_data
 from aiayn.training.distributed import DistContext, broadcast_object
-from aiayn.training.run_dir import attach_log_file, prepare_run_dir
+from aiayn.training.run_dir import log_to_file, prepare_run_dir
 from aiayn.training.trainer import Trainer
 from aiayn.translator import Translator
 
@@ -92,7 +92,13 @@ def run_training(
     is_main = is_main and dist.is_main
     if is_main:
         prepare_run_dir(run_dir, resume, overwrite)
-        attach_log_file(run_dir)
+    with log_to_file(run_dir, enabled=is_main):
+        return _train_and_evaluate(config, run_dir, resume, is_main, dist)
+
+
+def _train_and_evaluate(
+    config: RunConfig, run_dir: Path, resume: bool, is_main: bool, dist: DistContext
+) -> dict[str, Any]:
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
 import shutil
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -96,8 +98,25 @@ def _step(line: str) -> float:
     return step if isinstance(step, (int, float)) else math.inf
 
 
+@contextlib.contextmanager
+def log_to_file(run_dir: Path, enabled: bool = True) -> Iterator[None]:
+    """Also write aiayn's log messages to `RUN_DIR/train.log` while the block runs."""
+    if not enabled:
+        yield
+        return
+    handler = logging.FileHandler(Path(run_dir) / "train.log", encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("aiayn")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        handler.close()
+
+
 def attach_log_file(run_dir: Path) -> logging.Handler:
-    """Also write aiayn's log messages to `RUN_DIR/train.log`."""
+    """Write aiayn's log messages to `RUN_DIR/train.log` from now on (see `log_to_file`)."""
     handler = logging.FileHandler(Path(run_dir) / "train.log", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     logging.getLogger("aiayn").addHandler(handler)
