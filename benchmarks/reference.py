@@ -27,9 +27,14 @@ class ReferenceTransformer(nn.Module):
         self.register_buffer("positions", sinusoidal_table(c.max_len, c.d_model), persistent=False)
         self.dropout = nn.Dropout(c.dropout)
         self.transformer = nn.Transformer(
-            d_model=c.d_model, nhead=c.num_heads, num_encoder_layers=c.num_encoder_layers,
-            num_decoder_layers=c.num_decoder_layers, dim_feedforward=c.d_ff, dropout=c.dropout,
-            batch_first=True, norm_first=c.norm_first,
+            d_model=c.d_model,
+            nhead=c.num_heads,
+            num_encoder_layers=c.num_encoder_layers,
+            num_decoder_layers=c.num_decoder_layers,
+            dim_feedforward=c.d_ff,
+            dropout=c.dropout,
+            batch_first=True,
+            norm_first=c.norm_first,
         )
         self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self.output_projection.weight = self.embedding.weight
@@ -43,8 +48,12 @@ class ReferenceTransformer(nn.Module):
         pad = self.config.pad_id
         causal = nn.Transformer.generate_square_subsequent_mask(tgt_in.size(1), dtype=torch.bool)
         hidden = self.transformer(
-            self.embed(src), self.embed(tgt_in), tgt_mask=causal, tgt_is_causal=True,
-            src_key_padding_mask=src == pad, tgt_key_padding_mask=tgt_in == pad,
+            self.embed(src),
+            self.embed(tgt_in),
+            tgt_mask=causal,
+            tgt_is_causal=True,
+            src_key_padding_mask=src == pad,
+            tgt_key_padding_mask=tgt_in == pad,
             memory_key_padding_mask=src == pad,
         )
         return self.output_projection(hidden)
@@ -54,6 +63,8 @@ def reference_loss(model: ReferenceTransformer, src, tgt_in, labels, smoothing: 
     """Label-smoothed cross-entropy over all positions, padding ignored, mean per token."""
     logits = model(src, tgt_in)
     return F.cross_entropy(
-        logits.reshape(-1, logits.size(-1)).float(), labels.reshape(-1),
-        ignore_index=model.config.pad_id, label_smoothing=smoothing,
+        logits.reshape(-1, logits.size(-1)).float(),
+        labels.reshape(-1),
+        ignore_index=model.config.pad_id,
+        label_smoothing=smoothing,
     )

@@ -27,13 +27,12 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from reference import ReferenceTransformer, reference_loss  # noqa: E402
-
-from aiayn.data.batching import make_batch  # noqa: E402
-from aiayn.model import ModelConfig, Transformer  # noqa: E402
-from aiayn.training.config import config_from_dict  # noqa: E402
-from aiayn.training.device import autocast, select_device  # noqa: E402
-from aiayn.training.trainer import Trainer  # noqa: E402
+from aiayn.data.batching import make_batch
+from aiayn.model import ModelConfig, Transformer
+from aiayn.training.config import config_from_dict
+from aiayn.training.device import autocast, select_device
+from aiayn.training.trainer import Trainer
+from reference import ReferenceTransformer, reference_loss
 
 RESULTS = Path(__file__).resolve().parent / "results" / "train_throughput.json"
 
@@ -80,10 +79,18 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
     config = ModelConfig.preset(preset, vocab_size=8000, dropout=0.1, max_len=128)
     torch.manual_seed(0)
     ours = Transformer(config)
-    run = config_from_dict({
-        "train": {"precision": precision, "device": str(device), "warmup": 4000, "clip_grad_norm": 1.0,
-                  "label_smoothing": 0.1, "progress_bar": False},
-    })
+    run = config_from_dict(
+        {
+            "train": {
+                "precision": precision,
+                "device": str(device),
+                "warmup": 4000,
+                "clip_grad_norm": 1.0,
+                "label_smoothing": 0.1,
+                "progress_bar": False,
+            },
+        }
+    )
     trainer = Trainer(run, ours, train_data=None, valid_data=None, run_dir=Path(tempfile.mkdtemp()))
     reference = ReferenceTransformer(config).to(device)
     ref_optimizer = torch.optim.Adam(reference.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
@@ -109,7 +116,9 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
             if device.type == "cuda":
                 torch.cuda.synchronize()
             if i >= 2:
-                times[name].append((time.perf_counter() - start, batch.num_tgt_tokens, model_flops(ours, batch)))
+                times[name].append(
+                    (time.perf_counter() - start, batch.num_tgt_tokens, model_flops(ours, batch))
+                )
     result = {}
     for name, rows in times.items():
         result[f"{name}_tok_s"] = statistics.median(tokens / t for t, tokens, _ in rows)
@@ -121,9 +130,12 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
         "mfu": round(result["ours_mfu"], 4),
         "reference_mfu": round(result["reference_mfu"], 4),
     }
-    print(f"{preset:5} {precision:4}: ours {out['ours_tok_s']:8.1f} tok/s  reference "
-          f"{out['reference_tok_s']:8.1f} tok/s  ratio {out['ratio']:.2f}  MFU {out['mfu']:.1%} "
-          f"(reference {out['reference_mfu']:.1%})", flush=True)
+    print(
+        f"{preset:5} {precision:4}: ours {out['ours_tok_s']:8.1f} tok/s  reference "
+        f"{out['reference_tok_s']:8.1f} tok/s  ratio {out['ratio']:.2f}  MFU {out['mfu']:.1%} "
+        f"(reference {out['reference_mfu']:.1%})",
+        flush=True,
+    )
     return out
 
 
