@@ -11,8 +11,16 @@ one-hot matrix.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
+import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
+
+from aiayn.data.batching import Batch
+from aiayn.data.special_tokens import PAD_ID
+from aiayn.training.device import autocast
 
 
 def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float = 0.1, pad_id: int = 0) -> Tensor:
@@ -34,3 +42,36 @@ def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float = 0.1, p
         label_smoothing=smoothing,
         reduction="sum",
     )
+
+
+LossFn = Callable[[nn.Module, Any, float], tuple[torch.Tensor, int]]
+"""`loss_fn(model, batch, smoothing) -> (summed loss, number of target tokens)`."""
+
+
+def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[torch.Tensor, int]:
+    """Summed label-smoothed loss of a translation batch; logits only at non-pad targets."""
+    keep = batch.labels != PAD_ID
+    logits = model(batch.src, batch.tgt_in, output_mask=keep)  # (N, V)
+    return label_smoothed_nll(logits, batch.labels[keep], smoothing), batch.num_tgt_tokens
+
+
+@torch.no_grad()
+def validation_loss(
+    model: nn.Module,
+    dataset: Any,
+    batch_tokens: int,
+    device: torch.device,
+    precision: str,
+    loss_fn: LossFn = translation_loss,
+) -> float:
+    """Mean negative log-likelihood per target token (no label smoothing) over `dataset`."""
+    was_training = model.training
+    model.eval()
+    total, tokens = 0.0, 0
+    for batch in dataset.batches(batch_tokens, shuffle=False):
+        with autocast(precision, device):
+            loss, num_tokens = loss_fn(model, batch.to(device), 0.0)
+        total += float(loss)
+        tokens += num_tokens
+    model.train(was_training)
+    return total / max(tokens, 1)

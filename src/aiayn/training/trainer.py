@@ -19,7 +19,7 @@ import logging
 import math
 import signal
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -28,7 +28,6 @@ import torch
 from torch import nn
 
 from aiayn.data.batching import Batch, ParallelDataset
-from aiayn.data.special_tokens import PAD_ID
 from aiayn.errors import TrainingError
 from aiayn.files import atomic_write_text
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
@@ -48,7 +47,7 @@ from aiayn.training.distributed import (
     rng_state,
     wrap_model,
 )
-from aiayn.training.loss import label_smoothed_nll
+from aiayn.training.loss import LossFn, translation_loss, validation_loss
 from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import learning_rate
 
@@ -73,39 +72,6 @@ class TrainState:
 
 class StopRequested(Exception):
     """Raised inside the loop when SIGINT/SIGTERM arrived; a checkpoint has been written."""
-
-
-LossFn = Callable[[nn.Module, Any, float], tuple[torch.Tensor, int]]
-"""`loss_fn(model, batch, smoothing) -> (summed loss, number of target tokens)`."""
-
-
-def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[torch.Tensor, int]:
-    """Summed label-smoothed loss of a translation batch; logits only at non-pad targets."""
-    keep = batch.labels != PAD_ID
-    logits = model(batch.src, batch.tgt_in, output_mask=keep)  # (N, V)
-    return label_smoothed_nll(logits, batch.labels[keep], smoothing), batch.num_tgt_tokens
-
-
-@torch.no_grad()
-def validation_loss(
-    model: nn.Module,
-    dataset: Any,
-    batch_tokens: int,
-    device: torch.device,
-    precision: str,
-    loss_fn: LossFn = translation_loss,
-) -> float:
-    """Mean negative log-likelihood per target token (no label smoothing) over `dataset`."""
-    was_training = model.training
-    model.eval()
-    total, tokens = 0.0, 0
-    for batch in dataset.batches(batch_tokens, shuffle=False):
-        with autocast(precision, device):
-            loss, num_tokens = loss_fn(model, batch.to(device), 0.0)
-        total += float(loss)
-        tokens += num_tokens
-    model.train(was_training)
-    return total / max(tokens, 1)
 
 
 class Trainer:
