@@ -12,13 +12,14 @@ import torch
 from aiayn.cli.main import main
 from aiayn.errors import TrainingError
 from aiayn.model import Transformer
-from aiayn.training import trainer as trainer_module
+from aiayn.training import loss as loss_module
 from aiayn.training.checkpoint import list_checkpoints, load_training_state
 from aiayn.training.config import config_from_dict
 from aiayn.training.data_setup import prepare_data
+from aiayn.training.loss import translation_loss
 from aiayn.training.run import build_model_config
 from aiayn.training.run_dir import prepare_run_dir
-from aiayn.training.trainer import Trainer, translation_loss
+from aiayn.training.trainer import Trainer
 
 from .conftest import tiny_train_config, write_config
 
@@ -108,7 +109,7 @@ def test_cli_reports_non_finite_training_without_traceback(tmp_path, monkeypatch
     def nan_loss(logits, labels, smoothing):
         return logits.float().sum() * float("nan")
 
-    monkeypatch.setattr(trainer_module, "label_smoothed_nll", nan_loss)
+    monkeypatch.setattr(loss_module, "label_smoothed_nll", nan_loss)
     config = write_config(tmp_path / "config.yaml", max_bad_steps=4)
     code = main(["train", str(config), "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
@@ -119,7 +120,7 @@ def test_cli_reports_non_finite_training_without_traceback(tmp_path, monkeypatch
 
 
 def test_cli_run_with_a_few_bad_steps_reports_them(tmp_path, monkeypatch, capsys):
-    real = trainer_module.label_smoothed_nll
+    real = loss_module.label_smoothed_nll
     calls = {"n": 0}
 
     def sometimes_nan(logits, labels, smoothing):
@@ -130,7 +131,7 @@ def test_cli_run_with_a_few_bad_steps_reports_them(tmp_path, monkeypatch, capsys
                 return loss * float("nan")
         return loss
 
-    monkeypatch.setattr(trainer_module, "label_smoothed_nll", sometimes_nan)
+    monkeypatch.setattr(loss_module, "label_smoothed_nll", sometimes_nan)
     config = write_config(tmp_path / "config.yaml", max_steps=10)
     assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 0
     results = json.loads((tmp_path / "run" / "results.json").read_text())

@@ -1,7 +1,10 @@
 """Encoded classification examples and their batches for the `Trainer`.
 
-A text becomes its token ids (no `<bos>`/`<eos>`: the encoder reads the whole sequence and
-its outputs are mean-pooled, see `aiayn.model.encoder_only`), right-padded with `<pad>`.
+A text becomes `<bos>` followed by its token ids, right-padded with `<pad>`; the encoder
+reads the whole sequence and its outputs are mean-pooled (see `aiayn.model.encoder_only`).
+The leading `<bos>` gives every attention head a fixed position to attend to when nothing
+else is relevant; Ebrahimi et al. (2020, "How Can Self-Attention Networks Recognize Dyck-n
+Languages?") found such a start symbol essential for recognising nested brackets.
 Batches group texts of similar length under a token budget (as for translation, Sec. 5.1).
 """
 
@@ -16,7 +19,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.data.batching import token_batches
-from aiayn.data.special_tokens import PAD_ID
+from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
 
 log = logging.getLogger(__name__)
@@ -58,13 +61,14 @@ def pad_batch(token_ids: Sequence[Sequence[int]]) -> Tensor:
     return out
 
 
-def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_len: int, origin: str) -> list[list[int]]:
-    """Token ids of each text, cut to `max_len` tokens (the number cut is logged)."""
+def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_tokens: int, origin: str) -> list[list[int]]:
+    """`<bos>` + the token ids of each text, cut to `max_tokens` text tokens (the number of
+    texts cut short is logged)."""
     encoded = tokenizer.encode_batch(list(texts))
-    too_long = sum(len(ids) > max_len for ids in encoded)
+    too_long = sum(len(ids) > max_tokens for ids in encoded)
     if too_long:
-        log.warning("%s: %d text(s) longer than %d tokens were truncated", origin, too_long, max_len)
-    return [ids[:max_len] for ids in encoded]
+        log.warning("%s: %d text(s) longer than %d tokens were truncated", origin, too_long, max_tokens)
+    return [[BOS_ID, *ids[:max_tokens]] for ids in encoded]
 
 
 class ClassificationDataset:

@@ -42,14 +42,14 @@ class Classifier:
         return cls(model, Tokenizer.load(directory / JOINT_FILE), labels)
 
     def predict(self, texts: list[str], origin: str = "input") -> list[Prediction]:
-        """The prediction for each text (non-empty; longer ones are cut to the model's max_len).
+        """The prediction for each text (non-empty; longer ones are cut to fit the model's max_len).
 
         `origin` names the texts in errors (e.g. the file they come from).
         """
         for number, text in enumerate(texts, start=1):
             if not text.strip():
                 raise DataError(f"{origin}: line {number}: empty text, nothing to classify")
-        ids = encode_texts(self.tokenizer, texts, self.model.config.max_len, origin)
+        ids = encode_texts(self.tokenizer, texts, self.model.config.max_len - 1, origin)  # + <bos>
         dataset = ClassificationDataset(ids, [0] * len(ids))
         probs, predicted = predict_probabilities(self.model, dataset)
         return [Prediction(self.labels[int(c)], float(probs[i, c])) for i, c in enumerate(predicted.tolist())]

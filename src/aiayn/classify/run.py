@@ -100,10 +100,12 @@ def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) 
 
 
 def build_classifier_config(config: RunConfig, tokenizer: Tokenizer, labels: list[str]) -> ModelConfig:
-    """The configured preset with the tokenizer's vocabulary; the label names go to `extra`."""
+    """The configured preset with the tokenizer's vocabulary; the label names go to `extra`.
+
+    `max_len` (positions) defaults to `data.max_len` text tokens plus the leading `<bos>`."""
     overrides = dict(config.model.overrides)
     overrides["vocab_size"] = tokenizer.vocab_size
-    overrides.setdefault("max_len", config.data.max_len)
+    overrides.setdefault("max_len", config.data.max_len + 1)  # + the leading <bos>
     overrides["extra"] = {"task": config.data.task, **overrides.get("extra", {}), "labels": labels}
     return ModelConfig.preset(config.model.preset, **overrides)
 

@@ -63,10 +63,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from aiayn.classify.run import run_classify_training
-    from aiayn.cli.train import setup_logging
     from aiayn.training.trainer import StopRequested
 
-    setup_logging()
     if args.resume is not None:
         if args.config or args.out or args.tsv or args.valid_tsv:
             print(

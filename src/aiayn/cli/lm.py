@@ -93,11 +93,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from aiayn.cli.train import setup_logging
     from aiayn.lm.run import run_lm_training
     from aiayn.training.trainer import StopRequested
 
-    setup_logging()
     if args.resume is not None:
         if args.config or args.out or args.text:
             print("aiayn lm train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)

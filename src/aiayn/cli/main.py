@@ -9,8 +9,11 @@ and exit with status 2; Ctrl-C exits with status 130 (`aiayn train` first writes
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
+import logging
 import sys
+from collections.abc import Iterator
 
 from aiayn import __version__
 from aiayn.errors import AiaynError
@@ -33,6 +36,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+@contextlib.contextmanager
+def log_to_stderr() -> Iterator[None]:
+    """Show aiayn's log messages (INFO and up) on stderr while a command runs."""
+    logger = logging.getLogger("aiayn")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    previous_level = logger.level
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous_level)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -40,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
-        return int(args.func(args) or 0)
+        with log_to_stderr():
+            return int(args.func(args) or 0)
     except AiaynError as error:
         print(f"aiayn {args.command}: error: {error}", file=sys.stderr)
         return 2

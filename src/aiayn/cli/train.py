@@ -7,7 +7,6 @@ DistributedDataParallel (see `aiayn.training.distributed`); rank 0 prints and wr
 from __future__ import annotations
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -37,21 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def setup_logging() -> None:
-    logger = logging.getLogger("aiayn")
-    if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
-        handler.setFormatter(logging.Formatter("%(message)s"))
-        logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-
-
 def run(args: argparse.Namespace) -> int:
     from aiayn.training.distributed import broadcast_object, distributed_session
     from aiayn.training.run import run_training
     from aiayn.training.trainer import StopRequested
 
-    setup_logging()
     if args.resume is not None:
         if args.config or args.out:
             print("aiayn train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)
