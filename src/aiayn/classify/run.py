@@ -152,6 +152,7 @@ def run_classify_training(
         loss_fn=classification_loss,
         evaluate=evaluate,
         save_extra=save_tokenizer,
+        command="aiayn classify train",
     )
     state = trainer.fit(resume=resume)
     best = EncoderOnly.from_pretrained(run_dir, device=trainer.device)

@@ -142,7 +142,8 @@ def run_lm_training(
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
     trainer = Trainer(
-        config, model, data.train, data.valid, run_dir, loss_fn=lm_loss, save_extra=save_tokenizer
+        config, model, data.train, data.valid, run_dir, loss_fn=lm_loss, save_extra=save_tokenizer,
+        command="aiayn lm train",
     )
     state = trainer.fit(resume=resume)
     results: dict[str, Any] = {

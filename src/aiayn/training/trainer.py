@@ -89,6 +89,7 @@ class Trainer:
         save_extra: optional callback `save_extra(directory)` writing files that belong with
             every saved model (e.g. the tokenizer).
         is_main: this process writes logs and files (rank 0 under torchrun).
+        command: the CLI command that resumes this run, for the message after an interrupt.
         dist: this process's place under torchrun (see `aiayn.training.distributed`); None
             for a single process. `self.model` stays the raw model; forward passes of
             training go through `self.ddp_model` (the DDP wrapper when distributed).
@@ -106,6 +107,7 @@ class Trainer:
         save_extra: Any = None,
         is_main: bool = True,
         dist: DistContext | None = None,
+        command: str = "aiayn train",
     ) -> None:
         self.config = config
         self.cfg = config.train
@@ -132,6 +134,7 @@ class Trainer:
             eps=self.cfg.adam_eps,
             weight_decay=self.cfg.weight_decay,
         )
+        self.command = command
         self.stop_signal: int | None = None
         self.consecutive_bad_steps = 0
         self.metrics: MetricsLog | None = None
@@ -416,7 +419,7 @@ class Trainer:
                 log.warning("%s received: checkpoint written to %s", name, path)
                 print(
                     f"\nInterrupted by {name} at step {self.state.step}. Resume with:\n"
-                    f"  aiayn train --resume {self.run_dir}",
+                    f"  {self.command} --resume {self.run_dir}",
                     flush=True,
                 )
             raise
