@@ -20,7 +20,16 @@ RESULTS = Path(__file__).resolve().parent / "results" / "dates.json"
 
 def main() -> None:
     run_dir = Path(tempfile.mkdtemp()) / "dates"
-    command = [sys.executable, "-m", "aiayn", "train", "--out", str(run_dir), "--set", "train.progress_bar=false"]
+    command = [
+        sys.executable,
+        "-m",
+        "aiayn",
+        "train",
+        "--out",
+        str(run_dir),
+        "--set",
+        "train.progress_bar=false",
+    ]
     started = time.perf_counter()
     subprocess.run(command, check=True)
     seconds = time.perf_counter() - started
