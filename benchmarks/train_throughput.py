@@ -103,7 +103,6 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
         with autocast(precision, device):
             loss = reference_loss(reference, batch.src, batch.tgt_in, batch.labels)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(reference.parameters(), 1.0)
         ref_optimizer.step()
         ref_optimizer.zero_grad(set_to_none=True)
 

@@ -208,3 +208,43 @@ def test_two_process_cli_run_resumes_from_its_checkpoint(two_process_run):
     assert metric_steps(run_dir, "train") == list(range(1, 11))
     assert metric_steps(run_dir, "val") == [3, 6, 9, 10]
     assert json.loads((run_dir / "results.json").read_text())["steps"] == 10
+
+
+def test_two_process_language_model_run_and_resume(tmp_path):
+    text = tmp_path / "book.txt"
+    text.write_text("To be, or not to be, that is the question.\n" * 60)
+    common = [
+        "--set",
+        "train.progress_bar=false",
+        "--set",
+        "train.eval_every=4",
+        "--set",
+        "model.preset=tiny",
+        "--set",
+        "data.block_size=16",
+        "--set",
+        "train.batch_tokens=128",
+        "--set",
+        "train.threads=1",
+    ]
+    run = tmp_path / "lm"
+    torchrun(
+        "lm",
+        "train",
+        "--text",
+        str(text),
+        "--out",
+        str(run),
+        "--set",
+        "train.max_steps=4",
+        *common,
+        cwd=tmp_path,
+    )
+    assert [p.name for p in list_checkpoints(run)] == ["step_000004"]
+    assert load_training_state(list_checkpoints(run)[-1])["train_state"]["world_size"] == 2
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    keys = [(r["step"], r["split"]) for r in records]
+    assert len(keys) == len(set(keys)), "rank 0 alone writes metrics, each record once"
+    torchrun("lm", "train", "--resume", str(run), "--set", "train.max_steps=8", cwd=tmp_path)
+    assert list_checkpoints(run)[-1].name == "step_000008"
+    assert json.loads((run / "results.json").read_text())["steps"] == 8

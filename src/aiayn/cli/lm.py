@@ -94,6 +94,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from aiayn.lm.run import run_lm_training
+    from aiayn.training.distributed import broadcast_object, distributed_session
     from aiayn.training.trainer import StopRequested
 
     if args.resume is not None:
@@ -108,11 +109,18 @@ def run_train(args: argparse.Namespace) -> int:
         run_dir = args.out or default_run_dir(name)
         set_fields = {"text_file": args.text} if args.text else {}
         config = load_task_config(path, {"task": "text"}, set_fields, args.overrides)
-    print(f"run directory: {run_dir}", file=sys.stderr)
-    try:
-        results = run_lm_training(config, run_dir, resume=args.resume is not None, overwrite=args.overwrite)
-    except StopRequested:
-        return 130
+    with distributed_session(config.train.device, config.train.dist_backend) as dist:
+        run_dir = Path(broadcast_object(str(run_dir), dist))  # one timestamped default for all ranks
+        if dist.is_main:
+            print(f"run directory: {run_dir}", file=sys.stderr)
+        try:
+            results = run_lm_training(
+                config, run_dir, resume=args.resume is not None, overwrite=args.overwrite, dist=dist
+            )
+        except StopRequested:
+            return 130
+    if not dist.is_main:
+        return 0
     loss = results["val_loss"]
     shown = f"; validation loss {loss:.4f} nats/token" if loss is not None else ""
     print(

@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from aiayn.data.batching import shard
 from aiayn.data.corpus import read_bytes
 from aiayn.data.paths import data_root
 from aiayn.data.special_tokens import BOS_ID, PAD_ID
@@ -143,12 +144,15 @@ class TokenWindows:
         seed: int = 0,
         epoch: int = 0,
         start: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
     ) -> Iterator[LMBatch]:
         """Yield one epoch of batches of `max_tokens // block_size` windows, from batch `start` on.
 
         With `shuffle` the window order is a permutation that depends only on `(seed, epoch)`,
         so resuming with `start=k` continues exactly after batch k - 1. Without it (validation)
-        the windows come in stream order. The last batch may hold fewer windows.
+        the windows come in stream order. The last batch may hold fewer windows. Under torchrun
+        each `rank` of `world_size` reads its own equal share of the epoch's batches.
         """
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -156,8 +160,9 @@ class TokenWindows:
         if shuffle:
             random.Random(f"aiayn-lm-{seed}-{epoch}").shuffle(order)
         size = self.windows_per_batch(max_tokens)
-        for first in range(start * size, len(order), size):
-            yield self.window_batch(torch.tensor(order[first : first + size]))
+        plan = [order[first : first + size] for first in range(0, len(order), size)]
+        for windows in shard(plan, rank, world_size)[start:]:  # this rank's share under torchrun
+            yield self.window_batch(torch.tensor(windows))
 
 
 # ---------------------------------------------------------------------- text files

@@ -27,8 +27,9 @@ from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, resolve_text_path
 from aiayn.lm.generate import generate
 from aiayn.model import DecoderOnlyLM, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
+from aiayn.training.distributed import DistContext, broadcast_object
 from aiayn.training.loss import label_smoothed_nll
-from aiayn.training.run_dir import attach_log_file, prepare_run_dir
+from aiayn.training.run_dir import log_to_file, prepare_run_dir
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -117,32 +118,55 @@ def run_lm_training(
     *,
     resume: bool = False,
     overwrite: bool = False,
+    dist: DistContext | None = None,
 ) -> dict[str, Any]:
-    """Train a language model as configured into `run_dir`; returns (and writes) the results."""
+    """Train a language model as configured into `run_dir`; returns (and writes) the results.
+
+    Under torchrun pass the `DistContext` of `distributed_session`: rank 0 trains the tokenizer
+    and sends it to the others, and alone writes the run directory.
+    """
+    dist = dist or DistContext()
     run_dir = Path(run_dir)
     check_lm_config(config.data)
     if config.train.validation_metric != "loss":
         raise ConfigError("a language model is validated by its loss: set train.validation_metric: loss")
     # Stored by its resolved path, so that a resume finds the text from any directory.
     config.data.text_file = str(resolve_text_path(config.data.text_file))
-    prepare_run_dir(run_dir, resume, overwrite)
-    attach_log_file(run_dir)
+    if dist.is_main:
+        prepare_run_dir(run_dir, resume, overwrite)
+    with log_to_file(run_dir, enabled=dist.is_main):
+        return _train_lm(config, run_dir, resume, dist)
+
+
+def _train_lm(config: RunConfig, run_dir: Path, resume: bool, dist: DistContext) -> dict[str, Any]:
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
-    tokenizer = Tokenizer.load(run_dir / JOINT_FILE) if resume else None
-    data = prepare_lm_data(config.data, tokenizer)
+    if resume:
+        data = prepare_lm_data(config.data, Tokenizer.load(run_dir / JOINT_FILE))
+    else:  # rank 0 trains the tokenizer; the other ranks receive it
+        data = prepare_lm_data(config.data) if dist.is_main else None
+        tokenizer = broadcast_object(data.tokenizer if data else None, dist)
+        data = data or prepare_lm_data(config.data, tokenizer)
 
     def save_tokenizer(directory: Path) -> None:
         data.tokenizer.save(Path(directory) / JOINT_FILE)
 
-    if not resume:
+    if not resume and dist.is_main:
         save_tokenizer(run_dir)
     model = DecoderOnlyLM(build_lm_model_config(config, data.tokenizer))
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
     trainer = Trainer(
-        config, model, data.train, data.valid, run_dir, loss_fn=lm_loss, save_extra=save_tokenizer,
+        config,
+        model,
+        data.train,
+        data.valid,
+        run_dir,
+        loss_fn=lm_loss,
+        save_extra=save_tokenizer,
+        is_main=dist.is_main,
+        dist=dist,
         command="aiayn lm train",
     )
     state = trainer.fit(resume=resume)
@@ -158,6 +182,8 @@ def run_lm_training(
         "params": params,
         "vocab_size": data.tokenizer.vocab_size,
     }
+    if not dist.is_main:
+        return results
     best = DecoderOnlyLM.from_pretrained(run_dir, device=trainer.device)
     sample_ids = generate(best, [], SAMPLE_TOKENS, temperature=1.0, seed=config.train.seed)
     results["sample"] = data.tokenizer.decode(sample_ids)
