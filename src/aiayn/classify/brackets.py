@@ -7,16 +7,18 @@ closes the most recent unclosed opening bracket of the same type and nothing sta
 Every unbalanced example is a permutation of a balanced one, so it has exactly as many
 opening as closing brackets, and as many of each single character, as a balanced sequence:
 counting brackets cannot tell the classes apart. Three in four unbalanced examples are a
-random shuffle of a balanced sequence (retried until unbalanced); the others are
-*mis-nested*: the closing brackets of two innermost pairs of different types are swapped,
-e.g. `(()[])` -> `((][))`, so the nesting depth stays valid everywhere (no bracket closes
+random shuffle of a balanced sequence; the others are *mis-nested*: the closing brackets
+of two innermost pairs of different types are swapped, e.g. `()[]` -> `(][)` or
+`(()[])` -> `((][))`, so the nesting depth stays valid everywhere (no bracket closes
 before it opens, none is left open) but the pairs do not match. Labels are balanced with
 probability 1/2 and lengths are uniform over the even lengths 2 .. max_len, the same for
 both classes.
 
-(Single local corruptions everywhere, like swapping two far-apart brackets, make a much
-harder task: a small encoder-only model learns it far more slowly than the few CPU minutes
-this built-in task is meant to take.)
+Every unbalanced example breaks the order of at least one bracket type on its own (the
+`(`/`)` subsequence, say, is unbalanced). Mis-nestings that keep each type's own order
+intact, like `([)]`, are left out: recognising them needs stack-like matching across types,
+which a small encoder-only model does not learn in the few CPU minutes this built-in task is
+meant to take (measured: about 35% of them after 2,500 steps, against 99% for the rest).
 
 Everything is deterministic given the seed; the validation and test examples are distinct
 from every training example and from each other (held out).
@@ -34,6 +36,14 @@ LABELS = ["balanced", "unbalanced"]
 MAX_TRIES = 100  # per corruption attempt, and per unique held-out example (times 1000)
 
 Example = tuple[str, str]  # (text, label)
+
+
+def types_balanced(text: str) -> bool:
+    """True when each bracket type on its own (`()`, `[]`, `{}` subsequences) is balanced."""
+    return all(
+        is_balanced("".join(char for char in text if char in (open_, close)))
+        for open_, close in OPEN_TO_CLOSE.items()
+    )
 
 
 def is_balanced(text: str) -> bool:
@@ -84,14 +94,19 @@ def _mis_nest(rng: random.Random, chars: list[str]) -> list[str] | None:
 
 
 def corrupt(rng: random.Random, text: str) -> str:
-    """An unbalanced permutation of the balanced `text` (see the module docstring)."""
+    """An unbalanced permutation of the balanced `text` in which at least one bracket type is
+    unbalanced on its own (see the module docstring)."""
     chars = list(text)
     if len(chars) < 2:
         raise ValueError(f"cannot corrupt {text!r}: need at least one bracket pair")
-    if rng.random() < 0.25 and (out := _mis_nest(rng, chars)) is not None:
-        return "".join(out)
+    if (
+        rng.random() < 0.25
+        and (out := _mis_nest(rng, chars)) is not None
+        and not types_balanced(result := "".join(out))
+    ):
+        return result
     for _ in range(MAX_TRIES):
-        if not is_balanced(result := "".join(rng.sample(chars, len(chars)))):
+        if not types_balanced(result := "".join(rng.sample(chars, len(chars)))):
             return result
     # Moving the first character (an opening bracket) to the end always leaves it unclosed.
     return text[1:] + text[0]
