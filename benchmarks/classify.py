@@ -36,9 +36,12 @@ def main() -> int:
         sys.executable, "-m", "aiayn", "classify", "train",
         "--out", str(RUN_DIR.relative_to(ROOT)), "--overwrite", *sets,
     ]  # fmt: skip
+    # Idle OpenMP threads sleep instead of spinning: on a CPU shared with other jobs, spinning
+    # threads fight those jobs for the cores and can make a 2-thread run many times slower.
+    env = os.environ | {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     load_before = os.getloadavg()
     started = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, check=True)
+    subprocess.run(command, cwd=ROOT, check=True, env=env)
     seconds = time.perf_counter() - started
     results = json.loads((RUN_DIR / "results.json").read_text())
     report = {
@@ -52,6 +55,7 @@ def main() -> int:
         "train_command": shlex.join(["aiayn", *command[3:]]),
         "machine": {
             "cpu_count": os.cpu_count(),
+            "OMP_WAIT_POLICY": env["OMP_WAIT_POLICY"],
             "load_average_before": load_before,
             "load_average_after": os.getloadavg(),
             "torch": torch.__version__,

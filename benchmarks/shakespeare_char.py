@@ -46,7 +46,9 @@ def plot(metrics: list[dict], path: Path) -> None:
     val = [r for r in metrics if r["split"] == "val"]
     figure, axes = plt.subplots(figsize=(7, 4.2))
     axes.plot([r["step"] for r in train], [r["loss"] for r in train], label="training loss (batch)", lw=1)
-    axes.plot([r["step"] for r in val], [r["loss"] for r in val], "o-", label="validation loss (held-out 10%)")
+    axes.plot(
+        [r["step"] for r in val], [r["loss"] for r in val], "o-", label="validation loss (held-out 10%)"
+    )
     axes.axhline(NANOGPT["val_loss"], color="gray", ls="--", lw=1, label="nanoGPT CPU run (1.88)")
     axes.set_xlabel("step")
     axes.set_ylabel("loss (nats per character)")
@@ -68,9 +70,12 @@ def main() -> int:
         sys.executable, "-m", "aiayn", "lm", "train", "configs/shakespeare_char.yaml",
         "--out", str(RUN_DIR.relative_to(ROOT)), "--overwrite", *sets,
     ]  # fmt: skip
+    # Idle OpenMP threads sleep instead of spinning: on a CPU shared with other jobs, spinning
+    # threads fight those jobs for the cores and can make a 2-thread run many times slower.
+    env = os.environ | {"OMP_WAIT_POLICY": os.environ.get("OMP_WAIT_POLICY", "PASSIVE")}
     load_before = os.getloadavg()
     started = time.perf_counter()
-    subprocess.run(command, cwd=ROOT, check=True)
+    subprocess.run(command, cwd=ROOT, check=True, env=env)
     wall = time.perf_counter() - started
     load_after = os.getloadavg()
 
@@ -98,6 +103,7 @@ def main() -> int:
         "nanogpt_reference": NANOGPT,
         "machine": {
             "cpu_count": os.cpu_count(),
+            "OMP_WAIT_POLICY": env["OMP_WAIT_POLICY"],
             "load_average_before": load_before,
             "load_average_after": load_after,
             "torch": torch.__version__,

@@ -5,7 +5,14 @@ from collections import Counter
 
 import pytest
 
-from aiayn.classify.brackets import LABELS, corrupt, is_balanced, make_brackets, random_balanced
+from aiayn.classify.brackets import (
+    LABELS,
+    corrupt,
+    is_balanced,
+    make_brackets,
+    random_balanced,
+    types_balanced,
+)
 from aiayn.errors import ConfigError, DataError
 
 
@@ -16,6 +23,11 @@ from aiayn.errors import ConfigError, DataError
 )  # fmt: skip
 def test_is_balanced(text, balanced):
     assert is_balanced(text) is balanced
+
+
+def test_types_balanced_looks_at_each_type_alone():
+    assert types_balanced("([)]") and types_balanced("([])")
+    assert not types_balanced("(][)") and not types_balanced(")(")
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +60,9 @@ def test_unbalanced_examples_have_equal_bracket_counts(splits):
                 return False
         return True
 
-    assert sum(depth_ok(text) for text in unbalanced) > len(unbalanced) // 5
+    assert sum(depth_ok(text) for text in unbalanced) > len(unbalanced) // 10
+    # ... and every one breaks the order of some bracket type on its own (no `([)]`).
+    assert not any(types_balanced(text) for text in unbalanced)
 
 
 def test_held_out_splits_are_disjoint_and_deterministic(splits):
@@ -67,7 +81,7 @@ def test_corrupt_always_gives_an_unbalanced_permutation():
         text = random_balanced(rng, rng.randint(1, 8))
         assert is_balanced(text)
         bad = corrupt(rng, text)
-        assert not is_balanced(bad) and sorted(bad) == sorted(text)
+        assert not is_balanced(bad) and not types_balanced(bad) and sorted(bad) == sorted(text)
 
 
 def test_impossible_requests_are_errors():

@@ -46,11 +46,11 @@ def test_brackets_train_resume_and_predict(tmp_path, capsys):
     assert json.loads((run_dir / "results.json").read_text())["steps"] == 6
     capsys.readouterr()
 
-    assert main(["classify", "predict", "--model", str(run_dir), "--text", "([)]"]) == 0
+    assert main(["classify", "predict", "--model", str(run_dir), "--text", "(][)"]) == 0
     [(label, probability)] = predictions(capsys.readouterr().out)
     assert label in ("balanced", "unbalanced") and 0.5 <= probability <= 1.0
     inputs = tmp_path / "inputs.txt"
-    inputs.write_text("()\n([)]\n{[]}()\n", encoding="utf-8")
+    inputs.write_text("()\n(][)\n{[]}()\n", encoding="utf-8")
     assert main(["classify", "predict", "--model", str(run_dir), "--input", str(inputs)]) == 0
     rows = predictions(capsys.readouterr().out)
     assert len(rows) == 3 and rows[1] == (label, probability)  # same text, same answer

@@ -2,7 +2,7 @@
 
     aiayn classify train                                   # the built-in brackets task
     aiayn classify train --tsv train.tsv --valid-tsv valid.tsv
-    aiayn classify predict --model runs/brackets-... --text "([)]"
+    aiayn classify predict --model runs/brackets-... --text "(][)"
     aiayn classify predict --model runs/brackets-... --input texts.txt
 
 TSV files hold one `text<TAB>label` example per line. `predict` prints `label<TAB>probability`
