@@ -132,4 +132,4 @@ def accuracy(model: nn.Module, dataset: ClassificationDataset, batch_tokens: int
     """Percentage of examples whose most probable class is the label."""
     _, predicted = predict_probabilities(model, dataset, batch_tokens)
     labels = torch.tensor(dataset.labels)
-    return 100.0 * float((predicted == labels).float().mean()) if len(dataset) else 0.0
+    return 100.0 * int((predicted == labels).sum()) / len(dataset) if len(dataset) else 0.0
