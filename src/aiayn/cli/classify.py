@@ -15,7 +15,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from aiayn.cli.lm import CONFIGS, add_run_arguments, load_task_config
+from aiayn.cli.lm import CONFIGS, load_task_config
+from aiayn.cli.train import add_run_arguments
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
 DEFAULT_CONFIG = CONFIGS / "brackets.yaml"

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aiayn.cli.train import add_run_arguments
 from aiayn.errors import ConfigError
 from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, read_yaml
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
@@ -40,21 +41,6 @@ def load_task_config(
         return config_from_dict(apply_overrides(data, list(overrides)))
     except ConfigError as error:
         raise ConfigError(f"{path}: {error}") from None
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """--out, --resume, --overwrite and --set, as for `aiayn train`."""
-    parser.add_argument("--out", type=Path, help="run directory (default: runs/<name>-<time>)")
-    parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run directory")
-    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config field, e.g. --set train.max_steps=200 (repeatable)",
-    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

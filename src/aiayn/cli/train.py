@@ -22,7 +22,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "prints its held-out exact-match accuracy.",
     )
     parser.add_argument("config", nargs="?", help="YAML config (default: the built-in dates task)")
-    parser.add_argument("--out", type=Path, help="run directory (default: runs/<config>-<time>)")
+    add_run_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """--out, --resume, --overwrite and --set (for `aiayn train`, `lm train`, `classify train`)."""
+    parser.add_argument("--out", type=Path, help="run directory (default: runs/<name>-<time>)")
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run directory")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
     parser.add_argument(
@@ -33,7 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override a config field, e.g. --set train.max_steps=200 (repeatable)",
     )
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
