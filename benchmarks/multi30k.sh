@@ -16,6 +16,9 @@ PY=${PY:-.venv/bin/python}
 DATA=${AIAYN_DATA_DIR:-../shared/data}/multi30k
 RUN=benchmarks/runs/multi30k_${SRC}_${TGT}
 OUT=benchmarks/results
+# Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning
+# workers can stall a run many times over.
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 mkdir -p "$OUT" benchmarks/runs
 
 "$AIAYN" train configs/multi30k_de_en.yaml --out "$RUN" --overwrite \

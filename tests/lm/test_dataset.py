@@ -5,11 +5,12 @@ from collections import Counter
 import pytest
 import torch
 
+from aiayn.data.paths import resolve_data_file
 from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, DataError
 from aiayn.lm import dataset as lm_dataset
-from aiayn.lm.dataset import TokenWindows, read_text, resolve_text_path, split_text, window_starts
+from aiayn.lm.dataset import TokenWindows, read_text, split_text, window_starts
 from aiayn.lm.run import prepare_lm_data
 from aiayn.training.config import DataConfig
 
@@ -116,12 +117,12 @@ def test_text_files_resolve_against_the_data_root(tmp_path, monkeypatch):
     (root / "corpus" / "a.txt").write_text("abc", encoding="utf-8")
     monkeypatch.setenv("AIAYN_DATA_DIR", str(root))
     monkeypatch.chdir(tmp_path)
-    assert resolve_text_path("corpus/a.txt") == (root / "corpus" / "a.txt").resolve()
+    assert resolve_data_file("corpus/a.txt") == (root / "corpus" / "a.txt").resolve()
     (tmp_path / "corpus").mkdir()
     (tmp_path / "corpus" / "a.txt").write_text("local", encoding="utf-8")
-    assert resolve_text_path("corpus/a.txt") == (tmp_path / "corpus" / "a.txt").resolve()
+    assert resolve_data_file("corpus/a.txt") == (tmp_path / "corpus" / "a.txt").resolve()
     with pytest.raises(DataError, match="missing.txt.*data root"):
-        resolve_text_path("missing.txt")
+        resolve_data_file("missing.txt")
 
 
 def test_bad_text_files_name_the_file_and_line(tmp_path):

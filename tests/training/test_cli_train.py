@@ -113,6 +113,28 @@ def test_invalid_utf8_names_file_and_line(tmp_path, capsys):
     assert "train.src" in err and "line 2" in err
 
 
+def test_files_task_paths_resolve_under_the_data_root(tmp_path, monkeypatch, capsys):
+    root = tmp_path / "data"
+    (root / "corpus").mkdir(parents=True)
+    (root / "corpus" / "train.src").write_text("a b\nc d\n" * 20)
+    (root / "corpus" / "train.tgt").write_text("b a\nd c\n" * 20)
+    monkeypatch.setenv("AIAYN_DATA_DIR", str(root))
+    monkeypatch.chdir(tmp_path)
+    data = tiny_config(max_steps=2, eval_every=2)
+    data["data"] = {"task": "files", "train_src": "corpus/train.src", "train_tgt": "corpus/train.tgt",
+                    "tokenizer": "char"}
+    config = write_config(tmp_path, data)
+    assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 0
+    saved = yaml.safe_load((tmp_path / "run" / "train_config.yaml").read_text())
+    assert saved["data"]["train_src"] == "corpus/train.src"
+
+    data["data"]["train_tgt"] = "corpus/missing.tgt"
+    config = write_config(tmp_path, data)
+    assert main(["train", str(config), "--out", str(tmp_path / "run2")]) == 2
+    err = capsys.readouterr().err
+    assert "data.train_tgt not found: corpus/missing.tgt" in err and str(root) in err
+
+
 def test_empty_file_is_an_error(tmp_path, capsys):
     config = files_config(tmp_path, "", "")
     assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 2

@@ -24,10 +24,10 @@ from aiayn.classify.brackets import LABELS as BRACKET_LABELS
 from aiayn.classify.brackets import make_brackets
 from aiayn.classify.dataset import ClassificationDataset, accuracy, classification_loss, encode_texts
 from aiayn.classify.tsv import Example, label_names, read_tsv
+from aiayn.data.paths import resolve_data_file
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, train_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
-from aiayn.lm.dataset import resolve_text_path
 from aiayn.model import EncoderOnly, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.run_dir import attach_log_file, prepare_run_dir
@@ -59,11 +59,11 @@ def read_splits(data: DataConfig) -> tuple[dict[str, list[Example]], list[str]]:
         raise ConfigError(f"aiayn classify needs data.task brackets or tsv, got {data.task!r}")
     if not data.train_tsv:
         raise ConfigError("data.task tsv needs data.train_tsv (or --tsv FILE)")
-    train_path = resolve_text_path(data.train_tsv, "TSV file")
+    train_path = resolve_data_file(data.train_tsv, "TSV file")
     train = read_tsv(train_path)
     labels = label_names(train, str(train_path))
     if data.valid_tsv:
-        valid = read_tsv(resolve_text_path(data.valid_tsv, "TSV file"), labels)
+        valid = read_tsv(resolve_data_file(data.valid_tsv, "TSV file"), labels)
     elif not 0.0 <= data.valid_fraction < 1.0:
         raise ConfigError(f"data.valid_fraction must be in [0, 1), got {data.valid_fraction!r}")
     else:
@@ -123,7 +123,7 @@ def run_classify_training(
         )
     for name in ("train_tsv", "valid_tsv"):  # stored resolved, so a resume finds them anywhere
         if getattr(config.data, name):
-            setattr(config.data, name, str(resolve_text_path(getattr(config.data, name), "TSV file")))
+            setattr(config.data, name, str(resolve_data_file(getattr(config.data, name), "TSV file")))
     prepare_run_dir(run_dir, resume, overwrite)
     attach_log_file(run_dir)
     if config.train.threads:

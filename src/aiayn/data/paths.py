@@ -8,11 +8,14 @@ The data directory is, in order of preference:
 3. ``../shared/data`` relative to the current working directory (for installs that are not a
    source checkout).
 
-The directory is only computed here, never created or checked.
+The directory is only computed here, never created or checked. `resolve_data_file` finds a
+file named in a config either as given or relative to the data root.
 """
 
 import os
 from pathlib import Path
+
+from aiayn.errors import DataError
 
 
 def repo_root() -> Path | None:
@@ -31,3 +34,18 @@ def data_root() -> Path:
     root = repo_root()
     base = root if root is not None else Path.cwd()
     return (base / ".." / "shared" / "data").resolve()
+
+
+def resolve_data_file(name: str | Path, what: str = "file") -> Path:
+    """`name` as given when it exists, else relative to the data root.
+
+    A missing file raises `DataError` ("`what` not found: ..."), naming both places looked in.
+    """
+    path = Path(name).expanduser()
+    if path.is_file():
+        return path.resolve()
+    root = data_root()
+    if not path.is_absolute() and (root / path).is_file():
+        return (root / path).resolve()
+    where = f" (nor under the data root {root})" if not path.is_absolute() else ""
+    raise DataError(f"{what} not found: {name}{where}")

@@ -32,7 +32,6 @@ from torch import Tensor
 
 from aiayn.data.batching import shard
 from aiayn.data.corpus import read_bytes
-from aiayn.data.paths import data_root
 from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, DataError
@@ -166,19 +165,6 @@ class TokenWindows:
 
 
 # ---------------------------------------------------------------------- text files
-def resolve_text_path(name: str | Path, what: str = "text file") -> Path:
-    """`name` as given when it exists, else relative to the data root (`aiayn.data.paths`).
-
-    A missing file raises `DataError` ("`what` not found: ...")."""
-    path = Path(name).expanduser()
-    if path.is_file():
-        return path.resolve()
-    if not path.is_absolute() and (data_root() / path).is_file():
-        return (data_root() / path).resolve()
-    where = f" (nor under the data root {data_root()})" if not path.is_absolute() else ""
-    raise DataError(f"{what} not found: {name}{where}")
-
-
 def read_text(path: str | Path) -> str:
     """The whole of a UTF-8 text file (`.gz` allowed); invalid UTF-8 or no text -> `DataError`."""
     data = read_bytes(path)

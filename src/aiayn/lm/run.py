@@ -20,10 +20,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from aiayn.data.paths import resolve_data_file
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, train_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
-from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, resolve_text_path, split_text, text_stream
+from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, split_text, text_stream
 from aiayn.lm.generate import generate
 from aiayn.model import DecoderOnlyLM, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
@@ -73,7 +74,7 @@ def check_lm_config(data: DataConfig) -> None:
 def prepare_lm_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> LMData:
     """Read and split the text, train the tokenizer on the head (unless given), cut windows."""
     check_lm_config(data)
-    path = resolve_text_path(data.text_file)
+    path = resolve_data_file(data.text_file, "text file")
     head, tail = split_text(read_text(path), data.valid_fraction)
     if tokenizer is None:
         log.info("training a %s tokenizer on %s characters of %s", data.tokenizer, f"{len(head):,}", path)
@@ -131,7 +132,7 @@ def run_lm_training(
     if config.train.validation_metric != "loss":
         raise ConfigError("a language model is validated by its loss: set train.validation_metric: loss")
     # Stored by its resolved path, so that a resume finds the text from any directory.
-    config.data.text_file = str(resolve_text_path(config.data.text_file))
+    config.data.text_file = str(resolve_data_file(config.data.text_file, "text file"))
     if dist.is_main:
         prepare_run_dir(run_dir, resume, overwrite)
     with log_to_file(run_dir, enabled=dist.is_main):

@@ -27,8 +27,8 @@ class DataConfig:
     `multi30k/` under the data root), or 'files' (the `train_src`/`train_tgt`/... paths).
     `aiayn lm` uses task 'text' (`text_file`, `block_size`, `stride`, `valid_fraction`; see
     `aiayn.lm`); `aiayn classify` uses 'brackets' or 'tsv' (`train_tsv`, `valid_tsv`,
-    `valid_fraction`; see `aiayn.classify`). A relative `text_file`/`*_tsv` path that does not
-    exist under the working directory is looked up under the data root.
+    `valid_fraction`; see `aiayn.classify`). A relative `text_file`/`*_tsv`/`*_src`/`*_tgt` path
+    that does not exist under the working directory is looked up under the data root.
     """
 
     task: str = "dates"

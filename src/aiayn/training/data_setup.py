@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from aiayn.data.batching import ParallelDataset
 from aiayn.data.corpus import filter_pairs, read_parallel
 from aiayn.data.multi30k import load_multi30k
+from aiayn.data.paths import resolve_data_file
 from aiayn.data.synthetic import TASKS, make_task
 from aiayn.data.tokenizer import TokenizerPair, build_tokenizers
 from aiayn.errors import ConfigError
@@ -51,7 +51,9 @@ def read_splits(config: DataConfig) -> dict[str, tuple[Pairs, str]]:
         for split in ("train", "valid", "test"):
             src, tgt = getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
             if src and tgt:
-                splits[split] = (read_parallel(src, tgt), str(Path(src)))
+                src_path = resolve_data_file(src, f"data.{split}_src")
+                tgt_path = resolve_data_file(tgt, f"data.{split}_tgt")
+                splits[split] = (read_parallel(src_path, tgt_path), str(src_path))
             elif src or tgt:
                 raise ConfigError(f"data.{split}_src and data.{split}_tgt must be given together")
         return splits
