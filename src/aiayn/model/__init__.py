@@ -11,12 +11,14 @@ from aiayn.model.encoder_only import EncoderOnly
 from aiayn.model.kv_cache import AttentionCache, DecoderCache
 from aiayn.model.masks import attention_mask, padding_mask, subsequent_mask
 from aiayn.model.multi_head_attention import MultiHeadAttention
+from aiayn.model.packing import PackedLayout
 from aiayn.model.positional_encoding import sinusoidal_table
 from aiayn.model.pretrained import load_model
 from aiayn.model.transformer import AttentionMaps, Transformer
 
 __all__ = [
     "AttentionCache", "AttentionMaps", "DecoderCache", "DecoderOnlyLM", "EncoderOnly",
-    "ModelConfig", "MultiHeadAttention", "Transformer", "attention_mask", "load_model",
+    "ModelConfig", "MultiHeadAttention",
+    "PackedLayout", "Transformer", "attention_mask", "load_model",
     "padding_mask", "scaled_dot_product_attention", "sinusoidal_table", "subsequent_mask",
 ]

@@ -21,6 +21,7 @@ from aiayn.model.encoder import SublayerConnection
 from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.kv_cache import AttentionCache, DecoderCache
 from aiayn.model.multi_head_attention import MultiHeadAttention
+from aiayn.model.packing import PackedLayout
 
 
 @dataclass
@@ -61,6 +62,8 @@ class DecoderLayer(nn.Module):
         cross_cache: AttentionCache | None = None,
         need_weights: bool = False,
         is_causal: bool = False,
+        layout: PackedLayout | None = None,
+        memory_layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """One decoder layer.
 
@@ -72,9 +75,11 @@ class DecoderLayer(nn.Module):
             self_cache, cross_cache: key/value caches for incremental decoding.
             need_weights: return attention maps.
             is_causal: `self_mask` is None and the plain subsequent mask applies.
+            layout, memory_layout: `x` (resp. `memory`) is packed (N, D) real tokens of that
+                padded layout (`aiayn.model.packing`); the output is then packed like `x`.
 
         Returns:
-            (B, T, D) output, self-attention map (B, H, T, T_total) or None,
+            (B, T, D) (or packed) output, self-attention map (B, H, T, T_total) or None,
             cross-attention map (B, H, T, S) or None.
         """
         self_weights = cross_weights = None
@@ -82,14 +87,16 @@ class DecoderLayer(nn.Module):
         def self_attend(h: Tensor) -> Tensor:
             nonlocal self_weights
             out, self_weights = self.self_attention(
-                h, mask=self_mask, cache=self_cache, need_weights=need_weights, is_causal=is_causal
+                h, mask=self_mask, cache=self_cache, need_weights=need_weights, is_causal=is_causal,
+                query_layout=layout,
             )
             return out
 
         def cross_attend(h: Tensor) -> Tensor:
             nonlocal cross_weights
             out, cross_weights = self.cross_attention(
-                h, memory, mask=cross_mask, cache=cross_cache, need_weights=need_weights
+                h, memory, mask=cross_mask, cache=cross_cache, need_weights=need_weights,
+                query_layout=layout, memory_layout=memory_layout,
             )
             return out
 
@@ -123,8 +130,13 @@ class Decoder(nn.Module):
         cache: DecoderCache | None = None,
         need_weights: bool = False,
         is_causal: bool = False,
+        layout: PackedLayout | None = None,
+        memory_layout: PackedLayout | None = None,
     ) -> tuple[Tensor, DecoderAttention]:
-        """x: (B, T, D) embedded target prefix -> (B, T, D) states and attention maps."""
+        """x: (B, T, D) embedded target prefix -> (B, T, D) states and attention maps.
+
+        With `layout`/`memory_layout`, x (and the output) and memory are packed (N, D).
+        """
         attention = DecoderAttention()
         for i, layer in enumerate(self.layers):
             x, self_weights, cross_weights = layer(
@@ -133,6 +145,8 @@ class Decoder(nn.Module):
                 cross_cache=cache.cross_attention[i] if cache is not None else None,
                 need_weights=need_weights,
                 is_causal=is_causal,
+                layout=layout,
+                memory_layout=memory_layout,
             )
             if need_weights:
                 attention.self_attention.append(self_weights)

@@ -20,6 +20,7 @@ from torch import Tensor, nn
 from aiayn.model.config import ModelConfig
 from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.multi_head_attention import MultiHeadAttention
+from aiayn.model.packing import PackedLayout
 
 
 class SublayerConnection(nn.Module):
@@ -32,7 +33,10 @@ class SublayerConnection(nn.Module):
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, sublayer: Callable[[Tensor], Tensor]) -> Tensor:
-        """x: (B, T, D) -> (B, T, D). Post-LN: LN(x + drop(f(x))); pre-LN: x + drop(f(LN(x)))."""
+        """x: (B, T, D) or packed (N, D), same shape out.
+
+        Post-LN: LN(x + drop(f(x))); pre-LN: x + drop(f(LN(x))).
+        """
         if self.norm_first:
             return x + self.dropout(sublayer(self.norm(x)))
         return self.norm(x + self.dropout(sublayer(x)))
@@ -54,14 +58,23 @@ class EncoderLayer(nn.Module):
         )
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
-        """x: (B, S, D), mask: (B, 1, 1, S) -> ((B, S, D), weights (B, H, S, S) or None)."""
+        """x: (B, S, D), mask: (B, 1, 1, S) -> ((B, S, D), weights (B, H, S, S) or None).
+
+        With a `layout`, x and the output are packed (N, D) real tokens (`aiayn.model.packing`).
+        """
         weights = None
 
         def attend(h: Tensor) -> Tensor:
             nonlocal weights
-            out, weights = self.self_attention(h, mask=mask, need_weights=need_weights)
+            out, weights = self.self_attention(
+                h, mask=mask, need_weights=need_weights, query_layout=layout
+            )
             return out
 
         x = self.attention_sublayer(x, attend)
@@ -80,16 +93,21 @@ class Encoder(nn.Module):
         )
 
     def forward(
-        self, x: Tensor, mask: Tensor | None = None, need_weights: bool = False
+        self,
+        x: Tensor,
+        mask: Tensor | None = None,
+        need_weights: bool = False,
+        layout: PackedLayout | None = None,
     ) -> tuple[Tensor, list[Tensor]]:
         """x: (B, S, D) embedded source, mask: (B, 1, 1, S) or None.
 
         Returns the encoder output (B, S, D) and, when `need_weights`, one (B, H, S, S)
-        attention map per layer (else an empty list).
+        attention map per layer (else an empty list). With a `layout`, x and the output are
+        packed (N, D) real tokens.
         """
         weights = []
         for layer in self.layers:
-            x, layer_weights = layer(x, mask, need_weights)
+            x, layer_weights = layer(x, mask, need_weights, layout)
             if need_weights:
                 weights.append(layer_weights)
         if self.final_norm is not None:

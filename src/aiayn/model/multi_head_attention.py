@@ -10,6 +10,9 @@ layer, and the memory keys and values come from the output of the encoder".
 The h projections W_i^Q, W_i^K, W_i^V are stored together as one (3 d_model, d_model)
 matrix `in_proj`: self-attention projects Q, K and V in one matmul; cross-attention
 projects Q from the decoder and K, V (one fused matmul) from the encoder output.
+
+In the packed training pass (`aiayn.model.packing`) the inputs are (N, D) real tokens: the
+projections run on them alone, and only the score matmuls see the padded (B, T) layout.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from torch import Tensor, nn
 
 from aiayn.model.attention import scaled_dot_product_attention
 from aiayn.model.kv_cache import AttentionCache
+from aiayn.model.packing import PackedLayout
 
 
 class MultiHeadAttention(nn.Module):
@@ -55,6 +59,8 @@ class MultiHeadAttention(nn.Module):
         cache: AttentionCache | None = None,
         need_weights: bool = False,
         is_causal: bool = False,
+        query_layout: PackedLayout | None = None,
+        memory_layout: PackedLayout | None = None,
     ) -> tuple[Tensor, Tensor | None]:
         """Attend from `query` to itself (self-attention) or to `memory` (cross-attention).
 
@@ -67,27 +73,36 @@ class MultiHeadAttention(nn.Module):
                 keys/values on first use and reuses them afterwards.
             need_weights: also return per-head attention probabilities (B, H, T, S).
             is_causal: the mask is the plain subsequent mask (lets SDPA use its causal kernel).
+            query_layout, memory_layout: `query` (resp. `memory`) is packed, (N, D) real
+                tokens of that padded layout; the output is then packed the same way.
 
         Returns:
-            (output (B, T, D), probabilities (B, H, T, S) or None).
+            (output (B, T, D) or packed (N, D), probabilities (B, H, T, S) or None).
         """
-        if query.dim() != 3 or query.size(-1) != self.d_model:
+        expected = 2 if query_layout is not None else 3
+        if query.dim() != expected or query.size(-1) != self.d_model:
+            shape = "(N, " if query_layout is not None else "(B, T, "
             raise ValueError(
-                f"MultiHeadAttention expects query of shape (B, T, {self.d_model}), "
+                f"MultiHeadAttention expects query of shape {shape}{self.d_model}), "
                 f"got {tuple(query.shape)}"
             )
+
+        def padded(x: Tensor, layout: PackedLayout | None) -> Tensor:
+            return layout.unpack(x) if layout is not None else x
+
         if memory is None:  # self-attention: one fused Q, K, V projection
-            q, k, v = self._split_heads(self.in_proj(query), 3)
+            q, k, v = self._split_heads(padded(self.in_proj(query), query_layout), 3)
             if cache is not None:
                 k, v = cache.append(k, v)
         else:  # cross-attention: Q from the decoder, K and V from the encoder output
             d = self.d_model
-            (q,) = self._split_heads(F.linear(query, self.in_proj.weight[:d], self.in_proj.bias[:d]), 1)
+            q_proj = F.linear(query, self.in_proj.weight[:d], self.in_proj.bias[:d])
+            (q,) = self._split_heads(padded(q_proj, query_layout), 1)
             if cache is not None and cache.key is not None:
                 k, v = cache.key, cache.value
             else:
                 kv = F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:])
-                k, v = self._split_heads(kv, 2)
+                k, v = self._split_heads(padded(kv, memory_layout), 2)
                 if cache is not None:
                     cache.key, cache.value = k, v
         attended, weights = scaled_dot_product_attention(
@@ -99,4 +114,6 @@ class MultiHeadAttention(nn.Module):
         )
         batch, _, length, _ = attended.shape
         attended = attended.transpose(1, 2).reshape(batch, length, self.d_model)  # Concat(heads)
+        if query_layout is not None:
+            attended = query_layout.pack(attended)
         return self.out_proj(attended), weights

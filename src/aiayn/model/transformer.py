@@ -21,6 +21,7 @@ from aiayn.model.embeddings import TokenEmbedding, check_token_ids
 from aiayn.model.encoder import Encoder
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import attention_mask, padding_mask_or_none
+from aiayn.model.packing import packed_layout_or_none
 from aiayn.model.positional_encoding import positional_encoding
 from aiayn.model.pretrained import PretrainedMixin
 
@@ -176,23 +177,55 @@ class Transformer(PretrainedMixin, nn.Module):
     ) -> Tensor:
         """(B, S) source ids, (B, T) shifted-right target ids -> (B, T, V) logits.
 
-        `output_mask` (B, T) bool selects the positions to project to the vocabulary (e.g. the
-        non-pad target positions during training): the result is then (N, V) logits for the N
-        selected positions, in row-major order, and the projection skips padding entirely.
+        `output_mask` (B, T) bool selects the real target positions to project to the
+        vocabulary (the non-pad targets during training): the result is then (N, V) logits
+        for the N selected positions, in row-major order. This is the training pass: it runs
+        packed (`aiayn.model.packing`), every position-wise layer on real tokens only, and
+        the output projection on the selected positions only.
         """
         if src.dim() == 2 and tgt_in.dim() == 2 and src.size(0) != tgt_in.size(0):
             raise ValueError(
                 f"src and tgt_in must have the same batch size, got {tuple(src.shape)} "
                 f"and {tuple(tgt_in.shape)}"
             )
+        check_token_ids(src, "src", self.config.src_vocab_size)
         if src_padding_mask is None:
-            check_token_ids(src, "src", self.config.src_vocab_size)
             src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
-        memory = self.encode(src, src_padding_mask)
         if output_mask is None:
-            return self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
-        hidden = self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask, return_hidden=True)
-        return self.output_projection(hidden[output_mask])
+            return self.decode(tgt_in, self.encode(src, src_padding_mask), src_padding_mask, tgt_padding_mask)
+        return self._packed_logits(src, tgt_in, src_padding_mask, tgt_padding_mask, output_mask)
+
+    def _packed_logits(self, src, tgt_in, src_padding_mask, tgt_padding_mask, output_mask):
+        """`forward` with an `output_mask`: (N, V) logits, states packed between attentions."""
+        check_token_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
+        if tgt_padding_mask is None:
+            tgt_padding_mask = padding_mask_or_none(tgt_in, self.config.pad_id)
+        src_layout = packed_layout_or_none(src_padding_mask)
+        tgt_layout = packed_layout_or_none(tgt_padding_mask)
+
+        def embed(ids, embedding, positional, layout):
+            x = positional(embedding(ids))  # (B, T, D)
+            return self.embedding_dropout(layout.pack(x) if layout is not None else x)
+
+        x = embed(src, self.src_embedding, self.src_positional, src_layout)
+        memory, _ = self.encoder(x, attention_mask(src_padding_mask), layout=src_layout)
+        y = embed(tgt_in, self.tgt_embedding, self.tgt_positional, tgt_layout)
+        hidden, _ = self.decoder(
+            y, memory,
+            self_mask=attention_mask(tgt_padding_mask, causal=True) if tgt_layout is not None else None,
+            cross_mask=attention_mask(src_padding_mask),
+            is_causal=tgt_layout is None,
+            layout=tgt_layout,
+            memory_layout=src_layout,
+        )
+        if tgt_layout is None:
+            return self.output_projection(hidden[output_mask])
+        if bool((output_mask & ~tgt_padding_mask).any()):
+            raise ValueError("output_mask selects padding positions of tgt_in; select real tokens only")
+        selected = output_mask[tgt_padding_mask]  # (N_tgt,) over the packed rows
+        if not bool(selected.all()):
+            hidden = hidden[selected]
+        return self.output_projection(hidden)
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> AttentionMaps:
