@@ -1,12 +1,18 @@
-"""Greedy decoding throughput with and without the key/value cache.
+"""Decoding throughput: the key/value cache, the reference, and real test-set translation.
 
     python benchmarks/decode_throughput.py            # writes benchmarks/results/decode_throughput.json
 
-A random `small` Transformer (vocabulary 8000) greedily decodes 64 random-token sentences for
-exactly 50 steps each (not stopping at `<eos>`), once with the cache (one decoder position
-per step) and once without (the decoder re-runs over the whole prefix every step). The two
-are timed in alternating repetitions, so that drifting machine load hits both alike, and the
-medians are reported.
+1. Synthetic workload: a random `small` Transformer (vocabulary 8000) greedily decodes 64
+   random-token sentences for exactly 50 steps each (not stopping at `<eos>`): ours with the
+   cache (one decoder position per step), ours without it (the decoder re-runs over the whole
+   prefix every step), and the `torch.nn.Transformer` reference of the same shape without a
+   cache (encoder once, decoder over the prefix every step, as in PyTorch's tutorial). The
+   three are timed in alternating repetitions, so that drifting machine load hits all alike,
+   and the medians are reported.
+2. Real workload (when `--model` exists): a trained model translates the 1,000
+   `test_2016_flickr` sentences end to end (tokenize, decode, detokenize) with beam 4, beam 5
+   and greedy search, as `aiayn evaluate` does; sentences/s (median of `--test-repeats`
+   alternating runs) and BLEU are reported.
 """
 
 from __future__ import annotations
@@ -22,9 +28,19 @@ from pathlib import Path
 
 import torch
 
-from aiayn.data.special_tokens import EOS_ID, PAD_ID
+from aiayn.data.corpus import read_lines
+from aiayn.data.paths import data_root
+from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from aiayn.decoding import greedy_search
+from aiayn.evaluation import evaluate_translation
 from aiayn.model import ModelConfig, Transformer
+from aiayn.translator import Translator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from reference import ReferenceTransformer
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = REPO / "benchmarks" / "runs" / "multi30k_de_en"
 
 RESULTS = Path(__file__).parent / "results" / "decode_throughput.json"
 
@@ -58,6 +74,61 @@ def time_once(model: Transformer, src: torch.Tensor, steps: int, use_cache: bool
     return elapsed
 
 
+@torch.no_grad()
+def reference_greedy(model: ReferenceTransformer, src: torch.Tensor, steps: int) -> torch.Tensor:
+    """Uncached greedy search with `nn.Transformer`: encode once, re-decode the prefix per step."""
+    src_padding = src == PAD_ID
+    memory = model.transformer.encoder(model.embed(src), src_key_padding_mask=src_padding)
+    tokens = torch.full((src.size(0), 1), BOS_ID, dtype=torch.long, device=src.device)
+    for _ in range(steps):
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(
+            tokens.size(1), dtype=torch.bool, device=src.device
+        )
+        hidden = model.transformer.decoder(
+            model.embed(tokens), memory, tgt_mask=causal, tgt_is_causal=True,
+            memory_key_padding_mask=src_padding,
+        )
+        next_token = model.output_projection(hidden[:, -1]).argmax(-1, keepdim=True)
+        tokens = torch.cat([tokens, next_token], dim=1)
+    return tokens[:, 1:]
+
+
+def time_reference(model: ReferenceTransformer, src: torch.Tensor, steps: int) -> float:
+    start = time.perf_counter()
+    out = reference_greedy(model, src, steps)
+    if src.is_cuda:
+        torch.cuda.synchronize()
+    assert out.shape == (src.size(0), steps)
+    return time.perf_counter() - start
+
+
+def test_set_throughput(args: argparse.Namespace) -> dict:
+    """Beam 4, beam 5 and greedy over the test sentences with the trained model in `args.model`."""
+    translator = Translator.load(args.model, device=args.device)
+    sources = read_lines(args.test_src)[: args.test_sentences]
+    references = read_lines(args.test_ref)[: args.test_sentences]
+    modes = {"beam4": 4, "beam5": 5, "greedy": 1}
+    evaluate_translation(translator, sources[:32], references[:32], beam=5)  # warm-up
+    runs: dict[str, list] = {name: [] for name in modes}
+    for _ in range(args.test_repeats):
+        for name, beam in modes.items():
+            runs[name].append(evaluate_translation(translator, sources, references, beam=beam, alpha=0.6))
+    result: dict = {}
+    for name, evaluations in runs.items():
+        result[f"{name}_sent_s"] = statistics.median(e.sentences_per_second for e in evaluations)
+        result[f"{name}_bleu"] = evaluations[0].bleu.score
+        result[f"{name}_seconds"] = [e.seconds for e in evaluations]
+    result["test_set"] = {
+        "model": str(args.model),
+        "parameters": sum(p.numel() for p in translator.model.parameters()),
+        "sentences": len(sources),
+        "source": str(args.test_src),
+        "alpha": 0.6,
+        "repeats": args.test_repeats,
+    }
+    return result
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sentences", type=int, default=64)
@@ -70,33 +141,52 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL,
+                        help="trained run directory for the test-set figures (skipped when missing)")
+    parser.add_argument("--test-src", type=Path, default=None,
+                        help="source sentences (default: multi30k/test_2016_flickr.de.gz, data root)")
+    parser.add_argument("--test-ref", type=Path, default=None,
+                        help="references (default: multi30k/test_2016_flickr.en.gz, data root)")
+    parser.add_argument("--test-repeats", type=int, default=3)
+    parser.add_argument("--test-sentences", type=int, default=None, help="only the first N (default: all)")
     args = parser.parse_args(argv)
+    args.test_src = args.test_src or data_root() / "multi30k" / "test_2016_flickr.de.gz"
+    args.test_ref = args.test_ref or data_root() / "multi30k" / "test_2016_flickr.en.gz"
     if args.threads:
         torch.set_num_threads(args.threads)
 
     torch.manual_seed(0)
-    model = Transformer(ModelConfig.preset(args.preset, vocab_size=args.vocab_size)).to(args.device).eval()
+    config = ModelConfig.preset(args.preset, vocab_size=args.vocab_size)
+    model = Transformer(config).to(args.device).eval()
+    reference = ReferenceTransformer(config).to(args.device).eval()
     src = random_sources(args.sentences, args.src_min_len, args.src_max_len, args.vocab_size, 0)
     src = src.to(args.device)
 
     cached = greedy_search(model, src, max_steps=args.steps, stop_at_eos=False)  # also warms up
     uncached = greedy_search(model, src, max_steps=args.steps, use_cache=False, stop_at_eos=False)
     identical = cached.tokens == uncached.tokens
+    reference_greedy(reference, src, 2)  # warm-up
     times: dict[bool, list[float]] = {True: [], False: []}
+    reference_times: list[float] = []
     for _ in range(args.repeats):
         for use_cache in (True, False):
             times[use_cache].append(time_once(model, src, args.steps, use_cache))
+        reference_times.append(time_reference(reference, src, args.steps))
 
     cached_s, uncached_s = statistics.median(times[True]), statistics.median(times[False])
+    reference_s = statistics.median(reference_times)
     result = {
         "greedy_cached_sent_s": args.sentences / cached_s,
         "greedy_uncached_sent_s": args.sentences / uncached_s,
         "greedy_cached_tok_s": args.sentences * args.steps / cached_s,
         "greedy_uncached_tok_s": args.sentences * args.steps / uncached_s,
         "cache_speedup": uncached_s / cached_s,
+        "reference_uncached_sent_s": args.sentences / reference_s,
+        "cached_vs_reference_uncached": reference_s / cached_s,
         "outputs_identical": identical,
         "cached_seconds": times[True],
         "uncached_seconds": times[False],
+        "reference_uncached_seconds": reference_times,
         "settings": {
             "preset": args.preset,
             "vocab_size": args.vocab_size,
@@ -112,14 +202,25 @@ def main(argv: list[str] | None = None) -> dict:
         },
         "command": shlex.join(["python", "benchmarks/decode_throughput.py", *(argv or sys.argv[1:])]),
     }
+    if args.model.is_dir():
+        result.update(test_set_throughput(args))
+    else:
+        print(f"no trained model at {args.model}: test-set figures skipped (train one with "
+              "benchmarks/multi30k.sh)", file=sys.stderr)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(
         f"greedy, {args.sentences} sentences x {args.steps} steps, {args.preset} (vocab {args.vocab_size}), "
         f"{args.device}: cached {result['greedy_cached_sent_s']:.1f} sent/s, uncached "
         f"{result['greedy_uncached_sent_s']:.1f} sent/s, speed-up {result['cache_speedup']:.1f}x "
-        f"(outputs identical: {identical}) -> {args.output}"
+        f"(outputs identical: {identical}); reference uncached {result['reference_uncached_sent_s']:.1f} "
+        f"sent/s, cached/reference {result['cached_vs_reference_uncached']:.1f}x"
     )
+    for name in ("beam4", "beam5", "greedy"):
+        if f"{name}_sent_s" in result:
+            print(f"{name}: {result[f'{name}_sent_s']:.1f} sentences/s, BLEU {result[f'{name}_bleu']:.2f} "
+                  f"on {result['test_set']['sentences']} test sentences")
+    print(f"-> {args.output}")
     return result
 
 
