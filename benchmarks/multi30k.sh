@@ -2,43 +2,50 @@
 # Multi30k end to end: raw .gz files -> BPE -> training (wall-clock budget) -> checkpoint
 # averaging -> beam search on test_2016_flickr -> sacreBLEU/chrF -> results JSON.
 #
-#   benchmarks/multi30k.sh [SRC TGT] [MINUTES]           (defaults: de en 60)
+#   benchmarks/multi30k.sh [SRC TGT] [MINUTES] [aiayn train options...]   (defaults: de en 60)
 #   nohup benchmarks/multi30k.sh de en 60 > multi30k.log 2>&1 &
 #
-# Writes benchmarks/results/multi30k_${SRC}_${TGT}.json and the validation curve PNG.
+# Writes $OUT/multi30k_${SRC}_${TGT}.json and the validation curve PNG (OUT defaults to
+# benchmarks/results; RUN, the run directory, to benchmarks/runs/multi30k_${SRC}_${TGT}).
+# Options after MINUTES go to `aiayn train` (e.g. `--set model.preset=tiny`); TEST_LINES=N
+# evaluates only the first N test sentences (the quick version in the test suite uses both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=${1:-de}
 TGT=${2:-en}
 MINUTES=${3:-60}
+shift $(( $# < 3 ? $# : 3 ))
 AIAYN=${AIAYN:-.venv/bin/aiayn}
 PY=${PY:-.venv/bin/python}
 DATA=${AIAYN_DATA_DIR:-../shared/data}/multi30k
-RUN=benchmarks/runs/multi30k_${SRC}_${TGT}
-OUT=benchmarks/results
+CONFIG=${CONFIG:-configs/multi30k_de_en.yaml}
+RUN=${RUN:-benchmarks/runs/multi30k_${SRC}_${TGT}}
+OUT=${OUT:-benchmarks/results}
 # Idle OpenMP threads sleep instead of spinning: on a shared 2-core machine spinning
 # workers can stall a run many times over.
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
-mkdir -p "$OUT" benchmarks/runs
+mkdir -p "$OUT" "$(dirname "$RUN")"
 
-"$AIAYN" train configs/multi30k_de_en.yaml --out "$RUN" --overwrite \
+"$AIAYN" train "$CONFIG" --out "$RUN" --overwrite \
   --set data.src_lang="$SRC" --set data.tgt_lang="$TGT" --set train.max_minutes="$MINUTES" \
-  --set train.progress_bar=false
+  --set train.progress_bar=false "$@"
 "$AIAYN" average "$RUN" --last 5 --out "$RUN/averaged"
 
-gunzip -c "$DATA/test_2016_flickr.$SRC.gz" > "$RUN/test.$SRC"
-gunzip -c "$DATA/test_2016_flickr.$TGT.gz" > "$RUN/test.$TGT"
+LINES="1,${TEST_LINES:-\$}p"  # sed reads to the end: no SIGPIPE under pipefail
+gunzip -c "$DATA/test_2016_flickr.$SRC.gz" | sed -n "$LINES" > "$RUN/test.$SRC"
+gunzip -c "$DATA/test_2016_flickr.$TGT.gz" | sed -n "$LINES" > "$RUN/test.$TGT"
 for MODEL in "$RUN" "$RUN/averaged"; do
   "$AIAYN" evaluate --model "$MODEL" --input "$RUN/test.$SRC" --ref "$RUN/test.$TGT" \
     --beam 4 --alpha 0.6 --output "$MODEL/test.hyp" --json "$MODEL/test_eval.json"
 done
 "$AIAYN" plot curves "$RUN" --out "$OUT/multi30k_${SRC}_${TGT}_curve.png"
 
-"$PY" - "$RUN" "$SRC" "$TGT" "$OUT" "$MINUTES" <<'PYEOF'
+COMMAND="benchmarks/multi30k.sh $SRC $TGT $MINUTES${*:+ $*}"
+"$PY" - "$RUN" "$SRC" "$TGT" "$OUT" "$COMMAND" <<'PYEOF'
 import json, sys
 from pathlib import Path
 import sacrebleu
-run, src, tgt, out, minutes = Path(sys.argv[1]), *sys.argv[2:]
+run, src, tgt, out, command = Path(sys.argv[1]), *sys.argv[2:]
 results = json.loads((run / "results.json").read_text())
 candidates = {"best": run, "averaged": run / "averaged"}
 evals = {name: json.loads((path / "test_eval.json").read_text()) for name, path in candidates.items()}
@@ -55,7 +62,8 @@ figures = {
     "train_minutes": results["train_minutes"], "train_tokens_per_s": results["tokens_per_s"],
     "steps": results["steps"], "params": results["params"],
     "decode_sentences_per_s": evals[chosen]["sentences_per_second"],
-    "command": f"benchmarks/multi30k.sh {src} {tgt} {minutes}",
+    "test_sentences": len(srcs),
+    "command": command,
     "samples": [{"source": s, "reference": r, "output": h} for s, r, h in list(zip(srcs, refs, hyps))[:10]],
 }
 path = Path(out) / f"multi30k_{src}_{tgt}.json"

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 
-import pytest
 import yaml
 
 from aiayn.cli.main import main
-from aiayn.data.paths import data_root
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.model import load_model
 
@@ -147,41 +144,3 @@ def test_unknown_config_key_is_an_error(tmp_path, capsys):
     assert main(["train", str(write_config(tmp_path, data)), "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err
     assert "train.warmpu" in err and "warmup" in err
-
-
-@pytest.mark.data
-@pytest.mark.skipif(not (data_root() / "multi30k" / "train.de.gz").is_file(), reason="Multi30k absent")
-def test_short_multi30k_run_from_raw_gz_files(tmp_path):
-    with gzip.open(data_root() / "multi30k" / "train.de.gz", "rt") as handle:
-        assert handle.readline().strip()
-    data = {
-        "data": {
-            "task": "multi30k",
-            "src_lang": "de",
-            "tgt_lang": "en",
-            "tokenizer": "bpe",
-            "vocab_size": 2000,
-            "max_len": 40,
-        },
-        "model": {"preset": "tiny", "max_len": 64},
-        "train": {
-            "max_steps": 200,
-            "batch_tokens": 1500,
-            "schedule": "inverse_sqrt",
-            "lr": 0.002,
-            "warmup": 40,
-            "eval_every": 100,
-            "log_every": 50,
-            "progress_bar": False,
-            "bleu_max_sentences": 20,
-            "test_beam": 1,
-            "bleu_beam": 1,
-        },
-    }
-    config = write_config(tmp_path, data)
-    run_dir = tmp_path / "run"
-    # Decoding the whole test split is slow for an untrained model; evaluate 50 sentences.
-    assert main(["train", str(config), "--out", str(run_dir), "--set", "train.test_max_sentences=50"]) == 0
-    val = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    losses = [r["loss"] for r in val if r["split"] == "val"]
-    assert len(losses) == 2 and losses[1] < losses[0]
