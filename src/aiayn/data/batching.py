@@ -45,13 +45,17 @@ class Batch:
         return self.src.size(0)
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
-        """A copy with the tensors on ``device``."""
-        return replace(
-            self,
-            src=self.src.to(device, non_blocking=non_blocking),
-            tgt_in=self.tgt_in.to(device, non_blocking=non_blocking),
-            labels=self.labels.to(device, non_blocking=non_blocking),
-        )
+        """A copy with the tensors on ``device``.
+
+        With ``non_blocking`` to a CUDA device the host tensors are pinned first, so the copy
+        really overlaps with compute (an unpinned "non-blocking" copy is synchronous).
+        """
+        pin = non_blocking and torch.device(device).type == "cuda" and not self.src.is_cuda
+
+        def move(tensor: torch.Tensor) -> torch.Tensor:
+            return (tensor.pin_memory() if pin else tensor).to(device, non_blocking=non_blocking)
+
+        return replace(self, src=move(self.src), tgt_in=move(self.tgt_in), labels=move(self.labels))
 
 
 def _pad(rows: list[list[int]]) -> torch.Tensor:

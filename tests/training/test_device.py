@@ -1,0 +1,56 @@
+"""Device and precision selection: the CUDA path chosen and guarded without a GPU present."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+import torch
+
+from aiayn.errors import ConfigError
+from aiayn.training import device as device_module
+from aiayn.training.device import autocast, resolve_precision, select_device
+
+
+def test_auto_falls_back_to_cpu_without_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert select_device("auto") == torch.device("cpu")
+
+
+def test_auto_picks_cuda_when_present(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert select_device("auto") == torch.device("cuda")
+
+
+def test_explicit_cuda_without_a_gpu_is_a_clear_error(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ConfigError, match="'cuda:1' requested but CUDA is not available"):
+        select_device("cuda:1")
+
+
+@pytest.mark.parametrize(("bf16_supported", "expected"), [(True, "bf16"), (False, "fp32")])
+def test_auto_precision_on_cuda(monkeypatch, bf16_supported, expected):
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: bf16_supported)
+    assert resolve_precision("auto", torch.device("cuda")) == expected
+
+
+@pytest.mark.parametrize(("fast_bf16", "expected"), [(True, "bf16"), (False, "fp32")])
+def test_auto_precision_on_cpu_follows_the_cpu_flags(monkeypatch, fast_bf16, expected):
+    monkeypatch.setattr(device_module, "cpu_has_fast_bf16", lambda: fast_bf16)
+    assert resolve_precision("auto", torch.device("cpu")) == expected
+    assert resolve_precision("fp32", torch.device("cpu")) == "fp32"
+
+
+def test_autocast_is_bf16_only_when_asked():
+    assert isinstance(autocast("fp32", torch.device("cpu")), contextlib.nullcontext)
+    with autocast("bf16", torch.device("cpu")):
+        out = torch.nn.functional.linear(torch.randn(2, 3), torch.randn(4, 3))
+    assert out.dtype == torch.bfloat16
+
+
+def test_non_blocking_batch_copy_to_cpu_does_not_pin():
+    from aiayn.data.batching import make_batch
+
+    batch = make_batch([[5, 6, 7]], [[8, 9]])
+    moved = batch.to("cpu", non_blocking=True)  # pin_memory would need CUDA: not attempted
+    assert torch.equal(moved.src, batch.src) and moved.num_tgt_tokens == batch.num_tgt_tokens
