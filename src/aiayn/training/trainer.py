@@ -20,7 +20,7 @@ import math
 import signal
 import time
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -50,28 +50,12 @@ from aiayn.training.distributed import (
 from aiayn.training.loss import LossFn, translation_loss, validation_loss
 from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import learning_rate
+from aiayn.training.state import StopRequested, TrainState, out_of_budget
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class TrainState:
-    """Everything besides weights and optimizer needed to continue a run exactly."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0
-    elapsed_s: float = 0.0
-    target_tokens: int = 0
-    best_metric: float | None = None
-    best_step: int = 0
-    evals_without_improvement: int = 0
-    skipped_steps: int = 0
-    world_size: int = 1  # processes the data position `batch_in_epoch` counts for
-
-
-class StopRequested(Exception):
-    """Raised inside the loop when SIGINT/SIGTERM arrived; a checkpoint has been written."""
+__all__ = ["StopRequested", "TrainState", "Trainer"]
 
 
 class Trainer:
@@ -318,19 +302,10 @@ class Trainer:
                 self.save_extra(self.run_dir)
 
     # -------------------------------------------------------------- the loop
-    def _out_of_budget(self, started: float) -> str | None:
-        c, s = self.cfg, self.state
-        if c.max_steps is not None and s.step >= c.max_steps:
-            return f"reached train.max_steps={c.max_steps}"
-        if c.max_minutes is not None and s.elapsed_s + time.perf_counter() - started >= 60 * c.max_minutes:
-            return f"reached train.max_minutes={c.max_minutes}"
-        if c.early_stopping_patience is not None and s.evals_without_improvement >= c.early_stopping_patience:
-            return f"no improvement in {c.early_stopping_patience} validations (early stopping)"
-        return None
-
     def _stop_reason(self, started: float) -> str | None:
-        """`_out_of_budget` as decided by rank 0 (clocks differ between ranks), for all ranks."""
-        reason = self._out_of_budget(started) if self.dist.is_main else None
+        """`out_of_budget` as decided by rank 0 (clocks differ between ranks), for all ranks."""
+        elapsed = self.state.elapsed_s + time.perf_counter() - started
+        reason = out_of_budget(self.cfg, self.state, elapsed) if self.dist.is_main else None
         if self.dist.enabled:
             (stop,) = all_reduce_max([int(reason is not None)], self.dist, self.device)
             reason = reason or ("stopped by rank 0" if stop else None)
@@ -392,18 +367,11 @@ class Trainer:
                     window_tokens, window_start = 0, now
                     lr = self.optimizer.param_groups[0]["lr"]
                     bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
-                    self.metrics.write(
-                        {
-                            "step": step,
-                            "split": "train",
-                            "loss": loss,
-                            "lr": lr,
-                            "epoch": self.state.epoch,
-                            "tokens_per_s": tokens_per_s,
-                            "step_tgt_tokens": self.last_step_tokens,
-                            "elapsed_s": self.state.elapsed_s + now - started,
-                        }
-                    )
+                    self.metrics.write({
+                        "step": step, "split": "train", "loss": loss, "lr": lr, "epoch": self.state.epoch,
+                        "tokens_per_s": tokens_per_s, "step_tgt_tokens": self.last_step_tokens,
+                        "elapsed_s": self.state.elapsed_s + now - started,
+                    })
                 if step % self.cfg.eval_every == 0:
                     self._validate_and_save(started)
                 if self._stop_requested():
@@ -436,15 +404,11 @@ class Trainer:
         now = time.perf_counter()
         if self.dist.is_main:
             record = self.validate()
-            self.metrics.write(
-                {
-                    "step": self.state.step,
-                    "split": "val",
-                    **record,
-                    "elapsed_s": self.state.elapsed_s + time.perf_counter() - started,
-                    "validation_s": time.perf_counter() - now,
-                }
-            )
+            self.metrics.write({
+                "step": self.state.step, "split": "val", **record,
+                "elapsed_s": self.state.elapsed_s + time.perf_counter() - started,
+                "validation_s": time.perf_counter() - now,
+            })
             shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items())
             log.info("step %d: validation %s", self.state.step, shown)
         # Store elapsed time so far in the checkpoint, then keep counting from here.
