@@ -188,15 +188,23 @@ class Transformer(PretrainedMixin, nn.Module):
                 f"src and tgt_in must have the same batch size, got {tuple(src.shape)} "
                 f"and {tuple(tgt_in.shape)}"
             )
-        check_token_ids(src, "src", self.config.src_vocab_size)
         if src_padding_mask is None:
+            check_token_ids(src, "src", self.config.src_vocab_size)
             src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
         if output_mask is None:
             return self.decode(tgt_in, self.encode(src, src_padding_mask), src_padding_mask, tgt_padding_mask)
         return self._packed_logits(src, tgt_in, src_padding_mask, tgt_padding_mask, output_mask)
 
-    def _packed_logits(self, src, tgt_in, src_padding_mask, tgt_padding_mask, output_mask):
+    def _packed_logits(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        src_padding_mask: Tensor | None,
+        tgt_padding_mask: Tensor | None,
+        output_mask: Tensor,
+    ) -> Tensor:
         """`forward` with an `output_mask`: (N, V) logits, states packed between attentions."""
+        check_token_ids(src, "src", self.config.src_vocab_size)
         check_token_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
         if tgt_padding_mask is None:
             tgt_padding_mask = padding_mask_or_none(tgt_in, self.config.pad_id)
