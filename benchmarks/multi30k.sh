@@ -8,7 +8,13 @@
 # Writes $OUT/multi30k_${SRC}_${TGT}.json and the validation curve PNG (OUT defaults to
 # benchmarks/results; RUN, the run directory, to benchmarks/runs/multi30k_${SRC}_${TGT}).
 # Options after MINUTES go to `aiayn train` (e.g. `--set model.preset=tiny`); TEST_LINES=N
-# evaluates only the first N test sentences (the quick version in the test suite uses both).
+# evaluates only the first N validation and test sentences (the quick version in the test suite
+# uses both); SKIP_TRAIN=1 redoes only the selection and evaluation of an existing $RUN.
+#
+# Model selection uses the validation set only: the best checkpoint (by validation BLEU) and the
+# average of the last 5 checkpoints are each decoded on `val` with beam 4 at every length
+# penalty in ALPHAS (default "0.6 0.8 1.0 1.2 1.5"); the pair with the best validation BLEU
+# translates `test_2016_flickr` once. Both models' test scores at that alpha are recorded too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=${1:-de}
@@ -26,36 +32,62 @@ OUT=${OUT:-benchmarks/results}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 mkdir -p "$OUT" "$(dirname "$RUN")"
 
-"$AIAYN" train "$CONFIG" --out "$RUN" --overwrite \
-  --set data.src_lang="$SRC" --set data.tgt_lang="$TGT" --set train.max_minutes="$MINUTES" \
-  --set train.progress_bar=false "$@"
-"$AIAYN" average "$RUN" --last 5 --out "$RUN/averaged"
+if [[ -z "${SKIP_TRAIN:-}" ]]; then
+  "$AIAYN" train "$CONFIG" --out "$RUN" --overwrite \
+    --set data.src_lang="$SRC" --set data.tgt_lang="$TGT" --set train.max_minutes="$MINUTES" \
+    --set train.progress_bar=false "$@"
+  "$AIAYN" average "$RUN" --last 5 --out "$RUN/averaged"
+fi
 
 LINES="1,${TEST_LINES:-\$}p"  # sed reads to the end: no SIGPIPE under pipefail
-gunzip -c "$DATA/test_2016_flickr.$SRC.gz" | sed -n "$LINES" > "$RUN/test.$SRC"
-gunzip -c "$DATA/test_2016_flickr.$TGT.gz" | sed -n "$LINES" > "$RUN/test.$TGT"
+for SPLIT in val test_2016_flickr; do
+  for LANG_ in "$SRC" "$TGT"; do
+    gunzip -c "$DATA/$SPLIT.$LANG_.gz" | sed -n "$LINES" > "$RUN/$SPLIT.$LANG_"
+  done
+done
+mkdir -p "$RUN/selection"
+for MODEL in best averaged; do
+  DIR="$RUN"; [[ $MODEL == averaged ]] && DIR="$RUN/averaged"
+  for ALPHA in ${ALPHAS:-0.6 0.8 1.0 1.2 1.5}; do
+    "$AIAYN" evaluate --model "$DIR" --input "$RUN/val.$SRC" --ref "$RUN/val.$TGT" --beam 4 \
+      --alpha "$ALPHA" --output "$RUN/selection/${MODEL}_alpha${ALPHA}.hyp" \
+      --json "$RUN/selection/${MODEL}_alpha${ALPHA}.json" | sed -n "1s/^/val, $MODEL, alpha $ALPHA: /p"
+  done
+done
+read -r ALPHA < <("$PY" - "$RUN/selection" <<'PYEOF'
+import json, sys
+from pathlib import Path
+paths = sorted(Path(sys.argv[1]).glob("*_alpha*.json"))  # sorted: ties resolve the same way everywhere
+scores = {p.stem: json.loads(p.read_text())["bleu"] for p in paths}
+print(max(scores, key=scores.get).split("_alpha")[1])
+PYEOF
+)
+echo "length penalty chosen on val: alpha $ALPHA"
 for MODEL in "$RUN" "$RUN/averaged"; do
-  "$AIAYN" evaluate --model "$MODEL" --input "$RUN/test.$SRC" --ref "$RUN/test.$TGT" \
-    --beam 4 --alpha 0.6 --output "$MODEL/test.hyp" --json "$MODEL/test_eval.json"
+  "$AIAYN" evaluate --model "$MODEL" --input "$RUN/test_2016_flickr.$SRC" --ref "$RUN/test_2016_flickr.$TGT" \
+    --beam 4 --alpha "$ALPHA" --output "$MODEL/test.hyp" --json "$MODEL/test_eval.json"
 done
 "$AIAYN" plot curves "$RUN" --out "$OUT/multi30k_${SRC}_${TGT}_curve.png"
 
 COMMAND="benchmarks/multi30k.sh $SRC $TGT $MINUTES${*:+ $*}"
-"$PY" - "$RUN" "$SRC" "$TGT" "$OUT" "$COMMAND" <<'PYEOF'
+"$PY" - "$RUN" "$SRC" "$TGT" "$OUT" "$COMMAND" "$ALPHA" <<'PYEOF'
 import json, sys
 from pathlib import Path
 import sacrebleu
-run, src, tgt, out, command = Path(sys.argv[1]), *sys.argv[2:]
+run, src, tgt, out, command, alpha = Path(sys.argv[1]), *sys.argv[2:]
 results = json.loads((run / "results.json").read_text())
+paths = sorted((run / "selection").glob("*_alpha*.json"))
+selection = {p.stem: json.loads(p.read_text())["bleu"] for p in paths}
+chosen = max(selection, key=selection.get).split("_alpha")[0]  # by validation BLEU only
 candidates = {"best": run, "averaged": run / "averaged"}
 evals = {name: json.loads((path / "test_eval.json").read_text()) for name, path in candidates.items()}
-chosen = max(evals, key=lambda name: evals[name]["bleu"])
 hyps = (candidates[chosen] / "test.hyp").read_text().splitlines()
-refs = (run / f"test.{tgt}").read_text().splitlines()
-srcs = (run / f"test.{src}").read_text().splitlines()
+refs = (run / f"test_2016_flickr.{tgt}").read_text().splitlines()
+srcs = (run / f"test_2016_flickr.{src}").read_text().splitlines()
 lc = sacrebleu.corpus_bleu(hyps, [refs], lowercase=True)
 figures = {
-    "direction": f"{src}-{tgt}", "model": chosen,
+    "direction": f"{src}-{tgt}", "model": chosen, "beam": 4, "alpha": float(alpha),
+    "val_bleu_by_model_and_alpha": selection,
     "bleu": evals[chosen]["bleu"], "signature": evals[chosen]["bleu_signature"],
     "bleu_lowercase": lc.score, "chrf": evals[chosen]["chrf"],
     "bleu_best_checkpoint": evals["best"]["bleu"], "bleu_averaged": evals["averaged"]["bleu"],

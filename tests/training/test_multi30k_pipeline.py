@@ -1,7 +1,8 @@
 """The Multi30k benchmark pipeline (`benchmarks/multi30k.sh`), in a quick version.
 
 The real script end to end, on the raw `.gz` files: BPE, a tiny model for 200 steps,
-checkpoint averaging, beam-4 evaluation of the first 50 test sentences, the curve and the
+checkpoint averaging, beam-4 model and length-penalty selection on 50
+validation sentences, evaluation of the first 50 test sentences, the curve and the
 results JSON. Skipped when the data is absent.
 """
 
@@ -37,6 +38,7 @@ def test_quick_multi30k_pipeline_writes_the_results_json(tmp_path):
         "RUN": str(tmp_path / "run"),
         "OUT": str(tmp_path / "results"),
         "TEST_LINES": "50",
+        "ALPHAS": "0.6 1.0",
         "AIAYN_DATA_DIR": str(data_root()),
     }
     done = subprocess.run(
@@ -51,7 +53,13 @@ def test_quick_multi30k_pipeline_writes_the_results_json(tmp_path):
     assert figures["signature"].startswith("nrefs:1|case:mixed") and "tok:13a" in figures["signature"]
     assert figures["steps"] == 200 and figures["test_sentences"] == 50 and len(figures["samples"]) == 10
     assert figures["command"].startswith("benchmarks/multi30k.sh de en 5 --set model.preset=tiny")
-    assert figures["bleu"] == max(figures["bleu_best_checkpoint"], figures["bleu_averaged"])
+    # The model and length penalty are chosen on validation BLEU, never on the test set.
+    selection = figures["val_bleu_by_model_and_alpha"]
+    assert set(selection) == {"best_alpha0.6", "best_alpha1.0", "averaged_alpha0.6", "averaged_alpha1.0"}
+    chosen = max(selection, key=selection.get)
+    assert chosen == f"{figures['model']}_alpha{figures['alpha']}"
+    test_of_chosen = figures["bleu_best_checkpoint" if figures["model"] == "best" else "bleu_averaged"]
+    assert figures["bleu"] == test_of_chosen
     assert (tmp_path / "results" / "multi30k_de_en_curve.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "run" / "averaged" / "model.safetensors").is_file()
     metrics = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
