@@ -64,7 +64,7 @@ def test_output_mask_on_padding_is_an_error():
         model(src, tgt_in, output_mask=torch.ones_like(tgt_in, dtype=torch.bool))
 
 
-def test_batch_without_padding_takes_the_unpacked_path():
+def test_output_mask_without_any_padding_matches_the_full_pass():
     src, tgt_in = random_tokens(2, 5, seed=6), random_tokens(2, 4, seed=7)
     model = build("transformer", seed=5)
     keep = torch.ones_like(tgt_in, dtype=torch.bool)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiayn.cli.train import add_run_arguments
+from aiayn.cli.train import add_run_arguments, train_in_session
 from aiayn.errors import ConfigError
 from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, read_yaml
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
@@ -80,8 +80,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from aiayn.lm.run import run_lm_training
-    from aiayn.training.distributed import broadcast_object, distributed_session
-    from aiayn.training.trainer import StopRequested
 
     if args.resume is not None:
         if args.config or args.out or args.text:
@@ -95,17 +93,12 @@ def run_train(args: argparse.Namespace) -> int:
         run_dir = args.out or default_run_dir(name)
         set_fields = {"text_file": args.text} if args.text else {}
         config = load_task_config(path, {"task": "text"}, set_fields, args.overrides)
-    with distributed_session(config.train.device, config.train.dist_backend) as dist:
-        run_dir = Path(broadcast_object(str(run_dir), dist))  # one timestamped default for all ranks
-        if dist.is_main:
-            print(f"run directory: {run_dir}", file=sys.stderr)
-        try:
-            results = run_lm_training(
-                config, run_dir, resume=args.resume is not None, overwrite=args.overwrite, dist=dist
-            )
-        except StopRequested:
-            return 130
-    if not dist.is_main:
+    results, is_main, run_dir = train_in_session(
+        run_lm_training, config, run_dir, args.resume is not None, args.overwrite
+    )
+    if results is None:
+        return 130
+    if not is_main:
         return 0
     loss = results["val_loss"]
     shown = f"; validation loss {loss:.4f} nats/token" if loss is not None else ""

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from aiayn.training.config import load_config
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
@@ -41,10 +43,30 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def run(args: argparse.Namespace) -> int:
+def train_in_session(
+    train: Callable[..., dict], config: Any, run_dir: Path, resume: bool, overwrite: bool
+) -> tuple[dict | None, bool, Path]:
+    """Run `train(config, run_dir, resume=, overwrite=, dist=)` alone or under torchrun.
+
+    Every rank agrees on rank 0's `run_dir` (one timestamped default). Returns (results, this
+    process is rank 0, run_dir); results is None when SIGINT/SIGTERM stopped the run.
+    """
     from aiayn.training.distributed import broadcast_object, distributed_session
-    from aiayn.training.run import run_training
     from aiayn.training.trainer import StopRequested
+
+    with distributed_session(config.train.device, config.train.dist_backend) as dist:
+        run_dir = Path(broadcast_object(str(run_dir), dist))
+        if dist.is_main:
+            print(f"run directory: {run_dir}", file=sys.stderr)
+        try:
+            results = train(config, run_dir, resume=resume, overwrite=overwrite, dist=dist)
+        except StopRequested:
+            results = None
+    return results, dist.is_main, run_dir
+
+
+def run(args: argparse.Namespace) -> int:
+    from aiayn.training.run import run_training
 
     if args.resume is not None:
         if args.config or args.out:
@@ -55,17 +77,11 @@ def run(args: argparse.Namespace) -> int:
     else:
         run_dir = args.out or default_run_dir(args.config)
         config = load_config(args.config, args.overrides)
-    with distributed_session(config.train.device, config.train.dist_backend) as dist:
-        run_dir = Path(broadcast_object(str(run_dir), dist))  # one timestamped default for all ranks
-        if dist.is_main:
-            print(f"run directory: {run_dir}", file=sys.stderr)
-        try:
-            results = run_training(
-                config, run_dir, resume=args.resume is not None, overwrite=args.overwrite, dist=dist
-            )
-        except StopRequested:
-            return 130
-    if dist.is_main:
+    resume = args.resume is not None
+    results, is_main, _ = train_in_session(run_training, config, run_dir, resume, args.overwrite)
+    if results is None:
+        return 130
+    if is_main:
         print_results(results)
     return 0
 

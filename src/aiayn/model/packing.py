@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from torch import Tensor
 
 
@@ -35,7 +36,7 @@ class PackedLayout:
     @classmethod
     def from_padding_mask(cls, padding_mask: Tensor) -> PackedLayout:
         """(B, T) bool mask, True at real tokens (see `aiayn.model.masks`)."""
-        if padding_mask.dim() != 2 or padding_mask.dtype.is_floating_point:
+        if padding_mask.dim() != 2 or padding_mask.dtype != torch.bool:
             raise ValueError(f"padding_mask must be a (B, T) bool tensor, got {tuple(padding_mask.shape)}")
         batch, length = padding_mask.shape
         return cls(padding_mask.reshape(-1).nonzero().squeeze(1), batch, length)

@@ -188,7 +188,7 @@ class Transformer(PretrainedMixin, nn.Module):
                 f"src and tgt_in must have the same batch size, got {tuple(src.shape)} "
                 f"and {tuple(tgt_in.shape)}"
             )
-        if src_padding_mask is None:
+        if src_padding_mask is None:  # check the ids before deriving a mask from them
             check_token_ids(src, "src", self.config.src_vocab_size)
             src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
         if output_mask is None:
