@@ -37,7 +37,12 @@ class ModelConfig:
         share_embeddings: one embedding matrix for source and target (Sec. 3.4);
             needs src_vocab_size == tgt_vocab_size.
         tie_output: the pre-softmax projection shares the target embedding matrix (Sec. 3.4).
-        pad_id: id of `<pad>`; padding masks are derived from it.
+        pad_id: id of the padding token; padding masks are derived from it.
+        bos_id: id of the start token that opens every decoder input (Sec. 3.1's "shifted
+            right"); model directories written before it was stored mean 1.
+        eos_id: id of the end token that closes every sequence (older directories: 2).
+        unk_id: id of the unknown-token symbol, or None for vocabularies without one (byte-level
+            BPE); older directories: 3.
         layer_norm_eps: epsilon of every LayerNorm.
     """
 
@@ -58,6 +63,9 @@ class ModelConfig:
     share_embeddings: bool = False
     tie_output: bool = True
     pad_id: int = 0
+    bos_id: int = 1
+    eos_id: int = 2
+    unk_id: int | None = 3
     layer_norm_eps: float = 1e-5
     extra: dict[str, Any] = field(default_factory=dict)
     """Free-form metadata kept with the model (e.g. which task trained it)."""
@@ -96,8 +104,15 @@ class ModelConfig:
                 "ModelConfig.share_embeddings needs src_vocab_size == tgt_vocab_size, got "
                 f"{self.src_vocab_size} and {self.tgt_vocab_size}"
             )
-        if not 0 <= self.pad_id < min(self.src_vocab_size, self.tgt_vocab_size):
-            raise ValueError(f"ModelConfig.pad_id must be a valid token id, got {self.pad_id!r}")
+        smallest_vocab = min(self.src_vocab_size, self.tgt_vocab_size)
+        for name in ("pad_id", "bos_id", "eos_id", "unk_id"):
+            value = getattr(self, name)
+            if name == "unk_id" and value is None:
+                continue
+            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < smallest_vocab:
+                raise ValueError(
+                    f"ModelConfig.{name} must be a token id in [0, {smallest_vocab}), got {value!r}"
+                )
         if self.layer_norm_eps <= 0:
             raise ValueError(f"ModelConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
 
