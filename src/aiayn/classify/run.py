@@ -29,8 +29,9 @@ from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, train_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
 from aiayn.model import EncoderOnly, ModelConfig
+from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import DataConfig, RunConfig
-from aiayn.training.run_dir import attach_log_file, prepare_run_dir
+from aiayn.training.run_dir import CONFIG_FILE, attach_log_file, prepare_run_dir
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -136,7 +137,12 @@ def run_classify_training(
 
     if not resume:
         save_tokenizer(run_dir)
-    model = EncoderOnly(build_classifier_config(config, data.tokenizer, data.labels), len(data.labels))
+    model_config = build_classifier_config(config, data.tokenizer, data.labels)
+    if resume:  # the checkpoint and the config agree before anything is allocated
+        check_resume_model(
+            run_dir, lambda: EncoderOnly(model_config, len(data.labels)), str(run_dir / CONFIG_FILE)
+        )
+    model = EncoderOnly(model_config, len(data.labels))
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
 

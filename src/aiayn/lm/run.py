@@ -27,10 +27,11 @@ from aiayn.files import atomic_write_text
 from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, split_text, text_stream
 from aiayn.lm.generate import generate
 from aiayn.model import DecoderOnlyLM, ModelConfig
+from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.distributed import DistContext, broadcast_object
 from aiayn.training.loss import label_smoothed_nll
-from aiayn.training.run_dir import log_to_file, prepare_run_dir
+from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -155,7 +156,10 @@ def _train_lm(config: RunConfig, run_dir: Path, resume: bool, dist: DistContext)
 
     if not resume and dist.is_main:
         save_tokenizer(run_dir)
-    model = DecoderOnlyLM(build_lm_model_config(config, data.tokenizer))
+    model_config = build_lm_model_config(config, data.tokenizer)
+    if resume:  # the checkpoint and the config agree before anything is allocated
+        check_resume_model(run_dir, lambda: DecoderOnlyLM(model_config), str(run_dir / CONFIG_FILE))
+    model = DecoderOnlyLM(model_config)
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
     trainer = Trainer(

@@ -15,7 +15,10 @@ step, so a crash mid-save leaves the previous checkpoints untouched and never a 
 A directory being replaced or pruned is first renamed to a hidden name, then deleted. Hidden
 leftovers of a killed process (`.step_NNNNNN.tmp-PID`, `.step_NNNNNN.old-PID`) are never
 listed as checkpoints and are removed by the next save. Training state is read back with
-`torch.load(weights_only=True)`, which refuses pickles that would run code.
+`torch.load(weights_only=True)`, which refuses pickles that would run code. Before a resumed run
+builds its model, `check_resume_model` compares the newest checkpoint's weights header with the
+model the config describes, laid out on the meta device: a config that disagrees with the
+checkpoint (`--set model.d_model=1000000000`) is an error naming the tensor, not an allocation.
 
 Test hook: when the environment variable `AIAYN_TEST_SLEEP_IN_SAVE` holds a number of
 seconds, `save_checkpoint` sleeps that long after the temporary directory is complete and
@@ -30,6 +33,7 @@ import pickle
 import re
 import shutil
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +43,15 @@ from torch import nn
 from aiayn.errors import CheckpointError
 from aiayn.files import atomic_write
 from aiayn.model.pretrained import CONFIG_FILE as MODEL_CONFIG_FILE
-from aiayn.model.pretrained import WEIGHTS_FILE, load_model, load_weights, read_model_json
+from aiayn.model.pretrained import (
+    WEIGHTS_FILE,
+    check_unstored_buffers,
+    check_weights_file,
+    load_model,
+    load_weights,
+    meta_model,
+    read_model_json,
+)
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "training_state.pt"
@@ -123,7 +135,10 @@ def load_training_state(checkpoint: Path) -> dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing") from None
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, OSError) as error:
+    except (
+        pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, OSError,
+        IndexError, KeyError, TypeError,  # what torch's unpickler raises on some random bytes
+    ) as error:  # fmt: skip
         lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
         # torch's message starts with advice to load unsafely; the line naming the refused
         # global ("Unsupported global: GLOBAL posix.system ...") is the one worth showing.
@@ -140,6 +155,20 @@ def load_training_state(checkpoint: Path) -> dict[str, Any]:
     if problems:
         raise CheckpointError(f"{path}: not an aiayn training state: missing or wrong {', '.join(problems)}")
     return state
+
+
+def check_resume_model(run_dir: Path, build: Callable[[], nn.Module], config_name: str) -> None:
+    """Before a resumed run builds its model with `build()`: lay that model out on the meta
+    device (no memory) and check it against the newest checkpoint's weights header (names,
+    shapes, dtypes). Raises `CheckpointError` naming the tensor, or `config_name` when the
+    config is too large to lay out; does nothing when the run has no checkpoint yet."""
+    checkpoints = list_checkpoints(run_dir)
+    if not checkpoints:
+        return
+    weights = checkpoints[-1] / WEIGHTS_FILE
+    layout = meta_model(build, config_name)
+    check_weights_file(layout, weights)
+    check_unstored_buffers(layout, weights, config_name)
 
 
 def restore_weights(model: nn.Module, checkpoint: Path) -> None:

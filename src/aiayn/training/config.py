@@ -2,7 +2,8 @@
 
 A config has three sections, `data`, `model` and `train`. An unknown key anywhere is a
 `ConfigError` listing the valid keys; any field can be overridden on the command line with
-a dotted path (`--set train.max_steps=200`, the value parsed as YAML).
+a dotted path (`--set train.max_steps=200`, the value parsed as YAML). Every number is checked
+against its `RANGES` entry (finite, within bounds), the error naming the field (`train.lr`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,14 @@ from typing import Any
 import yaml
 
 from aiayn.errors import ConfigError
+from aiayn.ranges import (
+    NON_NEGATIVE,
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    PROBABILITY,
+    Range,
+)
 
 
 @dataclass
@@ -136,6 +145,70 @@ CHOICES = {
 }
 
 
+RANGES: dict[tuple[str, str], Range] = {
+    # data
+    ("data", "seed"): NON_NEGATIVE_INT,
+    ("data", "num_train"): NON_NEGATIVE_INT,
+    ("data", "num_valid"): NON_NEGATIVE_INT,
+    ("data", "num_test"): NON_NEGATIVE_INT,
+    ("data", "vocab_size"): POSITIVE_INT,
+    ("data", "max_len"): POSITIVE_INT,
+    ("data", "block_size"): POSITIVE_INT,
+    ("data", "stride"): POSITIVE_INT,
+    ("data", "valid_fraction"): PROBABILITY,
+    # model (ModelConfig fields; the vocabulary sizes come from the tokenizer)
+    ("model", "d_model"): POSITIVE_INT,
+    ("model", "num_heads"): POSITIVE_INT,
+    ("model", "num_encoder_layers"): NON_NEGATIVE_INT,
+    ("model", "num_decoder_layers"): NON_NEGATIVE_INT,
+    ("model", "d_ff"): POSITIVE_INT,
+    ("model", "dropout"): PROBABILITY,
+    ("model", "attention_dropout"): PROBABILITY,
+    ("model", "activation_dropout"): PROBABILITY,
+    ("model", "max_len"): POSITIVE_INT,
+    ("model", "pad_id"): NON_NEGATIVE_INT,
+    ("model", "bos_id"): NON_NEGATIVE_INT,
+    ("model", "eos_id"): NON_NEGATIVE_INT,
+    ("model", "unk_id"): NON_NEGATIVE_INT,
+    ("model", "layer_norm_eps"): POSITIVE,
+    # train
+    ("train", "max_steps"): POSITIVE_INT,
+    ("train", "max_epochs"): POSITIVE_INT,
+    ("train", "max_minutes"): POSITIVE,
+    ("train", "batch_tokens"): POSITIVE_INT,
+    ("train", "accumulate"): POSITIVE_INT,
+    ("train", "lr_scale"): POSITIVE,
+    ("train", "lr"): POSITIVE,
+    ("train", "min_lr"): NON_NEGATIVE,
+    ("train", "warmup"): NON_NEGATIVE_INT,  # 'noam' needs >= 1 (checked in config_from_dict)
+    ("train", "label_smoothing"): PROBABILITY,
+    ("train", "adam_beta1"): PROBABILITY,
+    ("train", "adam_beta2"): PROBABILITY,
+    ("train", "adam_eps"): POSITIVE,
+    ("train", "weight_decay"): NON_NEGATIVE,
+    ("train", "clip_grad_norm"): POSITIVE,
+    ("train", "threads"): POSITIVE_INT,
+    ("train", "seed"): NON_NEGATIVE_INT,
+    ("train", "log_every"): POSITIVE_INT,
+    ("train", "eval_every"): POSITIVE_INT,
+    ("train", "keep_checkpoints"): POSITIVE_INT,
+    ("train", "early_stopping_patience"): POSITIVE_INT,
+    ("train", "bleu_max_sentences"): NON_NEGATIVE_INT,
+    ("train", "bleu_beam"): POSITIVE_INT,
+    ("train", "test_max_sentences"): NON_NEGATIVE_INT,
+    ("train", "test_beam"): POSITIVE_INT,
+    ("train", "test_alpha"): Range(low=0, high=10),
+    ("train", "max_bad_steps"): POSITIVE_INT,
+}
+"""The allowed values of every numeric field (None stays allowed where the field's type has it)."""
+
+
+def _check_range(section: str, name: str, value: Any) -> None:
+    allowed = RANGES.get((section, name))
+    if allowed is not None and value is not None:
+        allowed.check(f"{section}.{name}", value)
+
+
 def _check_type(where: str, value: Any, annotation: Any) -> Any:
     """Check (and gently coerce int -> float) one value against a field annotation."""
     origin = typing.get_origin(annotation)
@@ -180,6 +253,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
     for name, value in data.items():
         path = f"{where}.{name}" if where else name
         kwargs[name] = _check_type(path, value, hints[name])
+        _check_range(where, name, kwargs[name])
         choices = CHOICES.get((where, name))
         if choices and kwargs[name] not in choices:
             raise ConfigError(f"{path} must be one of {', '.join(choices)}; got {value!r}")
@@ -210,6 +284,10 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
             f"unknown key(s) {', '.join('model.' + k for k in bad)}; valid keys in model: "
             f"preset, {', '.join(sorted(valid))}"
         )
+    hints = typing.get_type_hints(ModelConfig)
+    for name, value in model.items():  # "1e-6" (a YAML string) -> 1e-6, then the range
+        model[name] = _check_type(f"model.{name}", value, hints[name])
+        _check_range("model", name, model[name])
     try:  # types and ranges, as the model will see them (vocabulary sizes come later)
         ModelConfig.preset(preset, **model)
     except (TypeError, ValueError) as error:
@@ -219,16 +297,8 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         model=ModelSection(preset=preset, overrides=model),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
-    for name in (
-        "batch_tokens",
-        "accumulate",
-        "log_every",
-        "eval_every",
-        "keep_checkpoints",
-        "max_bad_steps",
-    ):
-        if getattr(config.train, name) <= 0:
-            raise ConfigError(f"train.{name} must be > 0, got {getattr(config.train, name)!r}")
+    if config.train.schedule == "noam" and config.train.warmup < 1:
+        raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {config.train.warmup}")
     return config
 
 

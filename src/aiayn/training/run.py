@@ -14,10 +14,11 @@ from aiayn.evaluation.translation import evaluate_translation
 from aiayn.files import atomic_write_text
 from aiayn.model import ModelConfig, Transformer
 from aiayn.model.pretrained import load_model
+from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.data_setup import PreparedData, prepare_data
 from aiayn.training.distributed import DistContext, broadcast_object
-from aiayn.training.run_dir import log_to_file, prepare_run_dir
+from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.trainer import Trainer
 from aiayn.translator import Translator
 
@@ -105,7 +106,10 @@ def _train_and_evaluate(
     data = prepare_shared_data(config, run_dir, resume, dist)
     if is_main and not resume:
         data.tokenizers.save(run_dir)
-    model = Transformer(build_model_config(config, data.tokenizers))
+    model_config = build_model_config(config, data.tokenizers)
+    if resume:  # the checkpoint and the config agree before anything is allocated
+        check_resume_model(run_dir, lambda: Transformer(model_config), str(run_dir / CONFIG_FILE))
+    model = Transformer(model_config)
     log.info(
         "model: %s preset, %s parameters",
         config.model.preset,
