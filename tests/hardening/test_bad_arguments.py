@@ -22,11 +22,8 @@ from .conftest import make_model_dir
 
 
 def run_cli(capsys, argv: list[str]) -> tuple[int, str]:
-    """Exit status and stderr of `aiayn ARGV`, argparse's exits included."""
-    try:
-        code = main(argv)
-    except SystemExit as exit_:
-        code = exit_.code
+    """Exit status and stderr of `aiayn ARGV` (bad arguments return 2, as any bad input)."""
+    code = main(argv)
     return code, capsys.readouterr().err
 
 

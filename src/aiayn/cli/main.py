@@ -56,7 +56,10 @@ def log_to_stderr() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, --version, or a bad argument (its one line printed)
+        return exit_.code if isinstance(exit_.code, int) else 2
     if not hasattr(args, "func"):
         parser.print_help()
         return 0
