@@ -185,7 +185,7 @@ RANGES: dict[tuple[str, str], Range] = {
     ("data", "num_valid"): NON_NEGATIVE_INT,
     ("data", "num_test"): NON_NEGATIVE_INT,
     ("data", "vocab_size"): POSITIVE_INT,
-    ("data", "max_len"): POSITIVE_INT,
+    ("data", "max_sentence_tokens"): POSITIVE_INT,
     ("data", "block_size"): POSITIVE_INT,
     ("data", "stride"): POSITIVE_INT,
     ("data", "valid_fraction"): PROBABILITY,
