@@ -25,7 +25,8 @@ from aiayn.classify.brackets import make_brackets
 from aiayn.classify.dataset import ClassificationDataset, accuracy, classification_loss, encode_texts
 from aiayn.classify.tsv import Example, label_names, read_tsv
 from aiayn.data.paths import resolve_data_file
-from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, train_tokenizer
+from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
+from aiayn.data.tokenizer_spec import make_tokenizer, reload_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
 from aiayn.model import EncoderOnly, ModelConfig
@@ -74,10 +75,12 @@ def read_splits(data: DataConfig) -> tuple[dict[str, list[Example]], list[str]]:
 
 
 def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> ClassifyData:
-    """Read the splits, train the tokenizer on the training texts (unless given), encode."""
+    """Read the splits, train the tokenizer on the training texts or load it (unless given),
+    encode."""
     splits, labels = read_splits(data)
     if tokenizer is None:
-        tokenizer = train_tokenizer(data.tokenizer, [t for t, _ in splits["train"]], data.vocab_size)
+        texts = [t for t, _ in splits["train"]]
+        tokenizer = make_tokenizer(data.tokenizer, texts, data.vocab_size, data.special_tokens)
     index = {name: i for i, name in enumerate(labels)}
 
     def encode(name: str) -> ClassificationDataset | None:
@@ -85,7 +88,8 @@ def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) 
             return None
         texts = [t for t, _ in splits[name]]
         ids = encode_texts(tokenizer, texts, data.max_len, f"{data.task}/{name}")
-        return ClassificationDataset(ids, [index[label] for _, label in splits[name]])
+        labels_of = [index[label] for _, label in splits[name]]
+        return ClassificationDataset(ids, labels_of, tokenizer.specials.pad_id)
 
     prepared = ClassifyData(tokenizer, labels, encode("train"), encode("valid"), encode("test"))
     log.info(
@@ -103,7 +107,7 @@ def build_classifier_config(config: RunConfig, tokenizer: Tokenizer, labels: lis
     """The configured preset with the tokenizer's vocabulary; the label names go to `extra`.
 
     `max_len` (positions) defaults to `data.max_len` text tokens plus the leading `<bos>`."""
-    overrides = dict(config.model.overrides)
+    overrides = dict(config.model.overrides) | tokenizer.specials.as_dict()
     overrides["vocab_size"] = tokenizer.vocab_size
     overrides.setdefault("max_len", config.data.max_len + 1)  # + the leading <bos>
     overrides["extra"] = {"task": config.data.task, **overrides.get("extra", {}), "labels": labels}
@@ -129,7 +133,8 @@ def run_classify_training(
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
-    data = prepare_classify_data(config.data, Tokenizer.load(run_dir / JOINT_FILE) if resume else None)
+    tokenizer = reload_tokenizer(run_dir, config.data.special_tokens) if resume else None
+    data = prepare_classify_data(config.data, tokenizer)
 
     def save_tokenizer(directory: Path) -> None:
         data.tokenizer.save(Path(directory) / JOINT_FILE)

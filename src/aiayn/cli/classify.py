@@ -15,7 +15,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from aiayn.cli.lm import CONFIGS, load_task_config
+from aiayn.cli.lm import CONFIGS, add_tokenizer_argument, load_task_config
 from aiayn.cli.train import add_run_arguments
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
@@ -46,6 +46,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--valid-tsv", metavar="VALID.tsv", help="validation examples (default: hold out data.valid_fraction)"
     )
+    add_tokenizer_argument(train)
     add_run_arguments(train)
     train.set_defaults(func=run_train)
 
@@ -67,7 +68,7 @@ def run_train(args: argparse.Namespace) -> int:
     from aiayn.training.trainer import StopRequested
 
     if args.resume is not None:
-        if args.config or args.out or args.tsv or args.valid_tsv:
+        if args.config or args.out or args.tsv or args.valid_tsv or args.tokenizer:
             print(
                 "aiayn classify train: --resume takes its config and directory from RUN_DIR", file=sys.stderr
             )
@@ -79,6 +80,8 @@ def run_train(args: argparse.Namespace) -> int:
             print("aiayn classify train: --valid-tsv needs --tsv", file=sys.stderr)
             return 2
         set_fields = {"task": "tsv", "train_tsv": args.tsv, "valid_tsv": args.valid_tsv} if args.tsv else {}
+        if args.tokenizer:
+            set_fields["tokenizer"] = args.tokenizer
         name = args.config or (Path(f"classify-{Path(args.tsv).stem}") if args.tsv else DEFAULT_CONFIG)
         run_dir = args.out or default_run_dir(name)
         path = args.config or (TSV_CONFIG if args.tsv else DEFAULT_CONFIG)

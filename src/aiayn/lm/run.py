@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from aiayn.data.paths import resolve_data_file
-from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, train_tokenizer
+from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
+from aiayn.data.tokenizer_spec import is_trained_kind, make_tokenizer, reload_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
 from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, split_text, text_stream
@@ -56,10 +57,10 @@ def check_lm_config(data: DataConfig) -> None:
         raise ConfigError(f"aiayn lm needs data.task: text, got {data.task!r}")
     if not data.text_file:
         raise ConfigError("aiayn lm needs a text file: data.text_file in the config, or --text FILE")
-    if data.tokenizer not in LM_TOKENIZERS:
+    if is_trained_kind(data.tokenizer) and data.tokenizer not in LM_TOKENIZERS:
         raise ConfigError(
             f"data.tokenizer for a language model must be one of {', '.join(LM_TOKENIZERS)}, "
-            f"got {data.tokenizer!r}"
+            f"a tokenizer.json or a Hub name; got {data.tokenizer!r}"
         )
     if data.block_size < 1:
         raise ConfigError(f"data.block_size must be >= 1, got {data.block_size}")
@@ -72,15 +73,18 @@ def check_lm_config(data: DataConfig) -> None:
 
 
 def prepare_lm_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> LMData:
-    """Read and split the text, train the tokenizer on the head (unless given), cut windows."""
+    """Read and split the text, train the tokenizer on the head or load it (unless given), cut
+    windows."""
     check_lm_config(data)
     path = resolve_data_file(data.text_file, "text file")
     head, tail = split_text(read_text(path), data.valid_fraction)
     if tokenizer is None:
-        log.info("training a %s tokenizer on %s characters of %s", data.tokenizer, f"{len(head):,}", path)
-        tokenizer = train_tokenizer(data.tokenizer, [head], data.vocab_size)
-    train = TokenWindows(text_stream(tokenizer, head), data.block_size, data.stride)
-    valid = TokenWindows(text_stream(tokenizer, tail), data.block_size) if tail else None
+        if is_trained_kind(data.tokenizer):
+            log.info("training a %s tokenizer on %s characters of %s", data.tokenizer, f"{len(head):,}", path)
+        tokenizer = make_tokenizer(data.tokenizer, [head], data.vocab_size, data.special_tokens)
+    pad_id = tokenizer.specials.pad_id
+    train = TokenWindows(text_stream(tokenizer, head), data.block_size, data.stride, pad_id=pad_id)
+    valid = TokenWindows(text_stream(tokenizer, tail), data.block_size, pad_id=pad_id) if tail else None
     log.info(
         "data: %s training tokens in %s windows (block %d, stride %d), %s held-out tokens; vocabulary %d",
         f"{train.stream.numel() - 1:,}",
@@ -99,7 +103,7 @@ def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfi
     `max_len` (the positional table) defaults to `block_size`; `extra` records the task and
     the block size, which generation uses as its context length.
     """
-    overrides = dict(config.model.overrides)
+    overrides = dict(config.model.overrides) | tokenizer.specials.as_dict()
     overrides["vocab_size"] = tokenizer.vocab_size
     overrides.setdefault("max_len", config.data.block_size)
     overrides.setdefault("extra", {})
@@ -110,7 +114,7 @@ def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfi
 def lm_loss(model: nn.Module, batch: LMBatch, smoothing: float) -> tuple[torch.Tensor, int]:
     """Summed (label-smoothed) next-token loss of a batch of windows; pad labels are ignored."""
     logits = model(batch.inputs)  # (B, T, V)
-    return label_smoothed_nll(logits, batch.labels, smoothing), batch.num_tgt_tokens
+    return label_smoothed_nll(logits, batch.labels, smoothing, batch.pad_id), batch.num_tgt_tokens
 
 
 def run_lm_training(
@@ -144,7 +148,7 @@ def _train_lm(config: RunConfig, run_dir: Path, resume: bool, dist: DistContext)
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
     if resume:
-        data = prepare_lm_data(config.data, Tokenizer.load(run_dir / JOINT_FILE))
+        data = prepare_lm_data(config.data, reload_tokenizer(run_dir, config.data.special_tokens))
     else:  # rank 0 trains the tokenizer; the other ranks receive it
         data = prepare_lm_data(config.data) if dist.is_main else None
         tokenizer = broadcast_object(data.tokenizer if data else None, dist)

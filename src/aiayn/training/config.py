@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
 
 
@@ -29,6 +30,11 @@ class DataConfig:
     `aiayn.lm`); `aiayn classify` uses 'brackets' or 'tsv' (`train_tsv`, `valid_tsv`,
     `valid_fraction`; see `aiayn.classify`). A relative `text_file`/`*_tsv`/`*_src`/`*_tgt` path
     that does not exist under the working directory is looked up under the data root.
+
+    `tokenizer` is a kind to train ('bpe', 'char', 'byte_bpe'), a Hugging Face `tokenizer.json`
+    (or a directory holding one), or a Hugging Face Hub name such as 'gpt2' (see
+    `aiayn.data.tokenizer_spec`); `special_tokens` names the pad/bos/eos/unk tokens of a loaded
+    one (see `aiayn.data.special_tokens`).
     """
 
     task: str = "dates"
@@ -46,6 +52,7 @@ class DataConfig:
     test_src: str | None = None
     test_tgt: str | None = None
     tokenizer: str = "bpe"
+    special_tokens: dict[str, str | None] | None = None
     vocab_size: int = 8000
     joint_vocab: bool = True
     max_len: int = 128
@@ -132,8 +139,10 @@ CHOICES = {
     ("train", "precision"): ("auto", "fp32", "bf16"),
     ("train", "validation_metric"): ("loss", "bleu"),
     ("train", "dist_backend"): ("auto", "gloo", "nccl"),
-    ("data", "tokenizer"): ("bpe", "char", "byte_bpe"),
 }
+
+TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
+"""`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
 
 
 def _check_type(where: str, value: Any, annotation: Any) -> Any:
@@ -204,6 +213,13 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     from aiayn.model import ModelConfig  # the valid override names are ModelConfig's fields
 
     valid = {f.name for f in dataclasses.fields(ModelConfig)} - {"src_vocab_size", "tgt_vocab_size"}
+    from_tokenizer = sorted(set(model) & set(TOKENIZER_IDS))
+    if from_tokenizer:
+        raise ConfigError(
+            f"{', '.join('model.' + k for k in from_tokenizer)}: the special-token ids come from the "
+            "tokenizer; name the tokens in data.special_tokens instead"
+        )
+    valid -= set(TOKENIZER_IDS)
     bad = sorted(set(model) - valid)
     if bad:
         raise ConfigError(
@@ -219,6 +235,9 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         model=ModelSection(preset=preset, overrides=model),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
+    if not config.data.tokenizer.strip():
+        raise ConfigError("data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name")
+    config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
     for name in (
         "batch_tokens",
         "accumulate",

@@ -10,6 +10,7 @@ from typing import Any
 import torch
 
 from aiayn.data.tokenizer import TokenizerPair
+from aiayn.data.tokenizer_spec import reload_tokenizers
 from aiayn.evaluation.translation import evaluate_translation
 from aiayn.files import atomic_write_text
 from aiayn.model import ModelConfig, Transformer
@@ -27,8 +28,8 @@ RESULTS_FILE = "results.json"
 
 
 def build_model_config(config: RunConfig, tokenizers: TokenizerPair) -> ModelConfig:
-    """The preset named in the config, with vocabulary sizes from the tokenizers."""
-    overrides = dict(config.model.overrides)
+    """The preset named in the config, with vocabulary sizes and special ids from the tokenizers."""
+    overrides = dict(config.model.overrides) | tokenizers.specials.as_dict()
     if tokenizers.is_joint:  # one vocabulary: shared embeddings and tied output (Sec. 3.4)
         overrides["vocab_size"] = tokenizers.source.vocab_size
     else:
@@ -65,7 +66,7 @@ def prepare_shared_data(config: RunConfig, run_dir: Path, resume: bool, dist: Di
     """`prepare_data` with the run directory's tokenizers (resume), or with tokenizers trained
     once, on rank 0, and sent to the other ranks (so every rank encodes the data alike)."""
     if resume:
-        return prepare_data(config.data, TokenizerPair.load(run_dir))
+        return prepare_data(config.data, reload_tokenizers(run_dir, config.data.special_tokens))
     if not dist.enabled:
         return prepare_data(config.data)
     data = prepare_data(config.data) if dist.is_main else None
