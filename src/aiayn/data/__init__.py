@@ -7,7 +7,15 @@ from aiayn.data.batching import Batch, ParallelDataset, make_batch, shard, token
 from aiayn.data.corpus import FilterStats, filter_pairs, read_lines, read_parallel
 from aiayn.data.multi30k import MULTI30K_URL, SPLITS, load_multi30k, multi30k_files
 from aiayn.data.paths import data_root
-from aiayn.data.special_tokens import SPECIAL_TOKENS, TRAINED_SPECIALS, SpecialTokens
+from aiayn.data.special_tokens import (  # the *_ID constants: the layout of trained tokenizers
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    TRAINED_SPECIALS,
+    UNK_ID,
+    SpecialTokens,
+)
 from aiayn.data.synthetic import TASKS, format_date, make_task
 from aiayn.data.tokenizer import (
     TOKENIZER_KINDS,
@@ -19,12 +27,16 @@ from aiayn.data.tokenizer import (
 from aiayn.data.tokenizer_spec import load_tokenizer, make_tokenizer, make_tokenizers
 
 __all__ = [
+    "BOS_ID",
+    "EOS_ID",
     "MULTI30K_URL",
+    "PAD_ID",
     "SPECIAL_TOKENS",
     "SPLITS",
     "TASKS",
     "TOKENIZER_KINDS",
     "TRAINED_SPECIALS",
+    "UNK_ID",
     "Batch",
     "FilterStats",
     "ParallelDataset",
