@@ -13,7 +13,7 @@ FIELDS = {
     "model.preset": "tiny", "model.d_model": 32, "model.d_ff": 64, "model.num_encoder_layers": 1,
     "train.batch_tokens": 256, "train.max_steps": 2, "train.eval_every": 2, "train.max_minutes": "null",
     "train.progress_bar": "false", "train.warmup": 2, "train.threads": 1,
-    "data.num_train": 100, "data.num_valid": 20, "data.num_test": 20, "data.max_len": 12,
+    "data.num_train": 100, "data.num_valid": 20, "data.num_test": 20, "data.max_sentence_tokens": 12,
 }  # fmt: skip
 OVERRIDES = [arg for key, value in FIELDS.items() for arg in ("--set", f"{key}={value}")]
 

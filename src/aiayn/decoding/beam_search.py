@@ -35,14 +35,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.decoding.common import (
-    Hypothesis,
-    eval_mode,
-    length_penalty,
-    log_probs,
-    never_generated,
-    output_limits,
-)
+from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, never_generated, output_limits
+from aiayn.eval_mode import eval_mode
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer

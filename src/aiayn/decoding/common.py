@@ -16,13 +16,11 @@ Conventions of every decoder in `aiayn.decoding`:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
 
 class Hypothesis(NamedTuple):
@@ -90,20 +88,3 @@ def log_probs(logits: Tensor, forbidden: tuple[int, ...]) -> Tensor:
     if forbidden:
         logp[:, list(forbidden)] = float("-inf")
     return logp
-
-
-def strip_eos(tokens: list[int], eos_id: int) -> list[int]:
-    """Drop a final `<eos>` from a token list."""
-    return tokens[:-1] if tokens and tokens[-1] == eos_id else tokens
-
-
-@contextlib.contextmanager
-def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Put `model` in eval mode (no dropout) under `torch.no_grad`, restoring its mode after."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield model
-    finally:
-        model.train(was_training)

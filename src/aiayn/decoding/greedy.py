@@ -18,7 +18,8 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from aiayn.decoding.common import eval_mode, log_probs, never_generated, output_limits
+from aiayn.decoding.common import log_probs, never_generated, output_limits
+from aiayn.eval_mode import eval_mode
 from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer
 

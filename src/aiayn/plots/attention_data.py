@@ -20,8 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from aiayn.decoding.common import eval_mode
 from aiayn.errors import ConfigError
+from aiayn.eval_mode import eval_mode
 from aiayn.translator import Translator
 
 KINDS = ("encoder", "decoder", "cross")
