@@ -2,8 +2,8 @@
 at ids 0..3 (there: ` ,-.`, ordinary characters) still learns the task, and decodes with greedy
 and beam search: every consumer reads the ids from the model, none assumes 0..3.
 
-The one training run (`aiayn train --set data.tokenizer=FILE`, 700 steps: 99.9% on 1,000 test
-dates when tried, 94.5% after 450) takes about 75 s of one CPU core; both tests share it.
+Both tests share one training run (`aiayn train --set data.tokenizer=FILE`); its length, 700
+steps, is sized in benchmarks/RESULTS.md ("The same task with a loaded tokenizer ...").
 """
 
 from __future__ import annotations
