@@ -205,17 +205,14 @@ class Tokenizer:
         return [e.ids for e in encodings]
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Text of ``ids``; the special ids (pad, bos, eos, unk) are skipped and nothing else,
-        nothing stops early."""
-        return self.hf.decode(self._drop_special(ids), skip_special_tokens=False)
+        """Text of ``ids``; the special ids (pad, bos, eos, unk) are skipped and nothing else."""
+        return self.decode_batch([ids])[0]
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         """:meth:`decode` of each id sequence."""
-        return self.hf.decode_batch([self._drop_special(ids) for ids in batch], skip_special_tokens=False)
-
-    def _drop_special(self, ids: Iterable[int]) -> list[int]:
         special = self.specials.ids
-        return [int(i) for i in ids if int(i) not in special]
+        kept = [[int(i) for i in ids if int(i) not in special] for ids in batch]
+        return self.hf.decode_batch(kept, skip_special_tokens=False)
 
     def id_to_token(self, i: int) -> str:
         """The token string of id ``i``; :class:`IndexError` if ``i`` is not in the vocabulary."""
