@@ -18,15 +18,9 @@ from typing import Any
 
 import yaml
 
+from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
-from aiayn.ranges import (
-    NON_NEGATIVE,
-    NON_NEGATIVE_INT,
-    POSITIVE,
-    POSITIVE_INT,
-    PROBABILITY,
-    Range,
-)
+from aiayn.training.config_ranges import RANGES
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +39,11 @@ class DataConfig:
     `max_sentence_tokens` bounds one example in tokens: translation drops pairs with a longer
     source or target, the classifier cuts longer texts (and it is the length limit of the
     brackets task). It is not `model.max_len`, the length of the positional table.
+
+    `tokenizer` is a kind to train ('bpe', 'char', 'byte_bpe'), a Hugging Face `tokenizer.json`
+    (or a directory holding one), or a Hugging Face Hub name such as 'gpt2' (see
+    `aiayn.data.tokenizer_spec`); `special_tokens` names the pad/bos/eos/unk tokens of a loaded
+    one (see `aiayn.data.special_tokens`).
     """
 
     task: str = "dates"
@@ -62,6 +61,7 @@ class DataConfig:
     test_src: str | None = None
     test_tgt: str | None = None
     tokenizer: str = "bpe"
+    special_tokens: dict[str, str | None] | None = None
     vocab_size: int = 8000
     joint_vocab: bool = True
     max_sentence_tokens: int = 128
@@ -147,9 +147,11 @@ CHOICES = {
     ("train", "schedule"): ("noam", "inverse_sqrt", "cosine", "constant"),
     ("train", "precision"): ("auto", "fp32", "bf16"),
     ("train", "dist_backend"): ("auto", "gloo", "nccl"),
-    ("data", "tokenizer"): ("bpe", "char", "byte_bpe"),
 }
 # `train.validation_metric` is checked against the task's metrics (`aiayn.training.task`).
+
+TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
+"""`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
 
 DEPRECATED_KEYS = {("data", "max_len"): "max_sentence_tokens"}
 """Old spellings of renamed keys, (section, old key) -> new key: still read, with a warning."""
@@ -176,64 +178,6 @@ def _rename_deprecated(data: dict[str, Any], section: str) -> dict[str, Any]:
             )
         renamed[current] = value
     return renamed
-
-
-RANGES: dict[tuple[str, str], Range] = {
-    # data
-    ("data", "seed"): NON_NEGATIVE_INT,
-    ("data", "num_train"): NON_NEGATIVE_INT,
-    ("data", "num_valid"): NON_NEGATIVE_INT,
-    ("data", "num_test"): NON_NEGATIVE_INT,
-    ("data", "vocab_size"): POSITIVE_INT,
-    ("data", "max_sentence_tokens"): POSITIVE_INT,
-    ("data", "block_size"): POSITIVE_INT,
-    ("data", "stride"): POSITIVE_INT,
-    ("data", "valid_fraction"): PROBABILITY,
-    # model (ModelConfig fields; the vocabulary sizes come from the tokenizer)
-    ("model", "d_model"): POSITIVE_INT,
-    ("model", "num_heads"): POSITIVE_INT,
-    ("model", "num_encoder_layers"): NON_NEGATIVE_INT,
-    ("model", "num_decoder_layers"): NON_NEGATIVE_INT,
-    ("model", "d_ff"): POSITIVE_INT,
-    ("model", "dropout"): PROBABILITY,
-    ("model", "attention_dropout"): PROBABILITY,
-    ("model", "activation_dropout"): PROBABILITY,
-    ("model", "max_len"): POSITIVE_INT,
-    ("model", "pad_id"): NON_NEGATIVE_INT,
-    ("model", "bos_id"): NON_NEGATIVE_INT,
-    ("model", "eos_id"): NON_NEGATIVE_INT,
-    ("model", "unk_id"): NON_NEGATIVE_INT,
-    ("model", "layer_norm_eps"): POSITIVE,
-    # train
-    ("train", "max_steps"): POSITIVE_INT,
-    ("train", "max_epochs"): POSITIVE_INT,
-    ("train", "max_minutes"): POSITIVE,
-    ("train", "batch_tokens"): POSITIVE_INT,
-    ("train", "accumulate"): POSITIVE_INT,
-    ("train", "lr_scale"): POSITIVE,
-    ("train", "lr"): POSITIVE,
-    ("train", "min_lr"): NON_NEGATIVE,
-    ("train", "warmup"): NON_NEGATIVE_INT,  # 'noam' needs >= 1 (checked in config_from_dict)
-    ("train", "label_smoothing"): PROBABILITY,
-    ("train", "adam_beta1"): PROBABILITY,
-    ("train", "adam_beta2"): PROBABILITY,
-    ("train", "adam_eps"): POSITIVE,
-    ("train", "weight_decay"): NON_NEGATIVE,
-    ("train", "clip_grad_norm"): POSITIVE,
-    ("train", "threads"): POSITIVE_INT,
-    ("train", "seed"): NON_NEGATIVE_INT,
-    ("train", "log_every"): POSITIVE_INT,
-    ("train", "eval_every"): POSITIVE_INT,
-    ("train", "keep_checkpoints"): POSITIVE_INT,
-    ("train", "early_stopping_patience"): POSITIVE_INT,
-    ("train", "bleu_max_sentences"): NON_NEGATIVE_INT,
-    ("train", "bleu_beam"): POSITIVE_INT,
-    ("train", "test_max_sentences"): NON_NEGATIVE_INT,
-    ("train", "test_beam"): POSITIVE_INT,
-    ("train", "test_alpha"): Range(low=0, high=10),
-    ("train", "max_bad_steps"): POSITIVE_INT,
-}
-"""The allowed values of every numeric field (None stays allowed where the field's type has it)."""
 
 
 def _check_range(section: str, name: str, value: Any) -> None:
@@ -312,6 +256,13 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     from aiayn.model import ModelConfig  # the valid override names are ModelConfig's fields
 
     valid = {f.name for f in dataclasses.fields(ModelConfig)} - {"src_vocab_size", "tgt_vocab_size"}
+    from_tokenizer = sorted(set(model) & set(TOKENIZER_IDS))
+    if from_tokenizer:
+        raise ConfigError(
+            f"{', '.join('model.' + k for k in from_tokenizer)}: the special-token ids come from the "
+            "tokenizer; name the tokens in data.special_tokens instead"
+        )
+    valid -= set(TOKENIZER_IDS)
     bad = sorted(set(model) - valid)
     if bad:
         raise ConfigError(
@@ -333,6 +284,9 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     )
     if config.train.schedule == "noam" and config.train.warmup < 1:
         raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {config.train.warmup}")
+    if not config.data.tokenizer.strip():
+        raise ConfigError("data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name")
+    config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
     return config
 
 
