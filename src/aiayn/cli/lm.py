@@ -13,6 +13,7 @@ beside the repository).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -67,7 +68,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="sample text from a trained language model, streamed as it is produced",
         description="Continue --text (default: start from <bos>) with sampled tokens.",
     )
-    generate.add_argument("--model", required=True, type=Path, metavar="DIR", help="model directory")
+    generate.add_argument("--model", required=True, type=Path, metavar="DIR",
+                          help="model directory, or a CTranslate2 export (aiayn export ctranslate2)")
     generate.add_argument("--text", default="", help="the prompt (default: none)")
     generate.add_argument("--max-new-tokens", type=int, default=500, metavar="N", help="default 500")
     generate.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default 0.8)")
@@ -113,6 +115,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_generate(args: argparse.Namespace) -> int:
     from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
+    from aiayn.export.engine import CTranslate2Generator, is_ctranslate2_dir
     from aiayn.lm.generate import generate_stream, stream_text
     from aiayn.model import DecoderOnlyLM
     from aiayn.training.device import select_device
@@ -125,12 +128,15 @@ def run_generate(args: argparse.Namespace) -> int:
         raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
     if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
         raise ConfigError(f"--top-p must be in (0, 1], got {args.top_p}")
-    model = DecoderOnlyLM.from_pretrained(args.model, device=select_device(args.device))
-    tokenizer = Tokenizer.load(args.model / JOINT_FILE)
+    if is_ctranslate2_dir(args.model):  # an `aiayn export ctranslate2` directory
+        engine = CTranslate2Generator(args.model, args.device)
+        tokenizer, generate = engine.tokenizer, engine.generate_stream
+    else:
+        model = DecoderOnlyLM.from_pretrained(args.model, device=select_device(args.device))
+        tokenizer = Tokenizer.load(args.model / JOINT_FILE)
+        generate = functools.partial(generate_stream, model)
     prompt = tokenizer.encode(args.text)
-    ids = generate_stream(
-        model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed
-    )
+    ids = generate(prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed)
     sys.stdout.write(args.text)
     sys.stdout.flush()
     for piece in stream_text(tokenizer, ids):
