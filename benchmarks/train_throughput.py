@@ -28,9 +28,11 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aiayn.data.batching import make_batch
+from aiayn.data.special_tokens import TRAINED_SPECIALS
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import config_from_dict
 from aiayn.training.device import autocast, select_device
+from aiayn.training.loss import translation_loss
 from aiayn.training.trainer import Trainer
 from reference import ReferenceTransformer, reference_loss
 
@@ -63,7 +65,7 @@ def make_batches(count: int, target_tokens: int, vocab: int, seed: int) -> list:
             src.append([rng.randrange(4, vocab) for _ in range(rng.randint(20, 30))])
             tgt.append([rng.randrange(4, vocab) for _ in range(length)])
             tokens += length + 1  # + <eos>
-        batches.append(make_batch(src, tgt))
+        batches.append(make_batch(src, tgt, specials=TRAINED_SPECIALS))  # words: ids past 0..3
     return batches
 
 
@@ -91,7 +93,8 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
             },
         }
     )
-    trainer = Trainer(run, ours, train_data=None, valid_data=None, run_dir=Path(tempfile.mkdtemp()))
+    run_dir = Path(tempfile.mkdtemp())
+    trainer = Trainer(run, ours, train_data=None, valid_data=None, run_dir=run_dir, loss_fn=translation_loss)
     reference = ReferenceTransformer(config).to(device)
     ref_optimizer = torch.optim.Adam(reference.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 

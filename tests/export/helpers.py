@@ -106,3 +106,48 @@ def make_lm_dir(directory: Path, variant: str, seed: int = 0, **overrides) -> De
     model.save_pretrained(directory)
     tokenizer.save(directory / "tokenizer.json")
     return model
+
+
+END_OF_TEXT = "<|endoftext|>"
+
+
+def gpt2_layout_tokenizer(texts: list[str]) -> Tokenizer:
+    """Byte-level BPE laid out as GPT-2's: byte symbols first (ids 0..3 are `!"#$`), then the
+    merges, `<|endoftext|>` (bos and eos) at the end, and aiayn's appended `<pad>` after it."""
+    import tokenizers
+    from tokenizers import decoders, models, pre_tokenizers, trainers
+
+    hf = tokenizers.Tokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    hf.train_from_iterator(texts, trainer=trainer)
+    hf.add_special_tokens([END_OF_TEXT])
+    return Tokenizer.from_hf(hf, "gpt2-layout")
+
+
+def specials_last_tokenizer(texts: list[str]) -> Tokenizer:
+    """One token per character, then `[UNK]`, `[START]` (bos), `[END]` (eos), and `<pad>`."""
+    import tokenizers
+    from tokenizers import decoders, models
+
+    chars = sorted({c for text in texts for c in text})
+    vocab = {c: i for i, c in enumerate([*chars, "[UNK]"])}
+    hf = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]", fuse_unk=False))
+    hf.decoder = decoders.Fuse()
+    hf.add_special_tokens(["[START]", "[END]"])
+    return Tokenizer.from_hf(hf, "specials-last", names={"bos": "[START]", "eos": "[END]"})
+
+
+def save_model_dir(model: nn.Module, tokenizers: TokenizerPair, directory: Path) -> None:
+    model.save_pretrained(directory)
+    if isinstance(model, DecoderOnlyLM):
+        tokenizers.source.save(directory / "tokenizer.json")
+    else:
+        tokenizers.save(directory)
+
+
+def special_ids(tokenizer: Tokenizer) -> dict:
+    """ModelConfig fields for `tokenizer`'s special ids."""
+    return tokenizer.specials.as_dict()

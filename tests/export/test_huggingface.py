@@ -156,3 +156,13 @@ def test_refuses_what_the_target_cannot_represent(make, variant, fields, field, 
     assert main(command) == 2
     assert f"ModelConfig.{field}" in capsys.readouterr().err
     assert not (tmp_path / "hf").exists()
+
+
+def test_special_tokens_are_never_read_from_text(translation):
+    """As in aiayn, the text "<eos>" is spelled out; only the post-processor appends the id."""
+    translator, root = translation
+    tokenizer = AutoTokenizer.from_pretrained(root / "hf")
+    text = "ein <eos> hund <pad>"
+    eos = translator.model.config.eos_id
+    assert tokenizer(text).input_ids == [*translator.tokenizers.source.encode(text), eos]
+    assert tokenizer(text).input_ids.count(eos) == 1

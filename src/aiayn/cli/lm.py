@@ -2,6 +2,7 @@
 
     aiayn lm train --text notes.txt                     # the shakespeare_char settings on notes.txt
     aiayn lm train configs/shakespeare_char.yaml        # the config names its text file
+    aiayn lm train --text novel.txt --tokenizer gpt2    # GPT-2's tokenizer (Hub name or tokenizer.json)
     aiayn lm train --resume runs/shakespeare_char-...   # continue a run
     aiayn lm generate --model runs/shakespeare_char-... --text "ROMEO:" --max-new-tokens 300
 
@@ -18,9 +19,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiayn.cli.train import add_run_arguments, train_in_session
+from aiayn.cli.train import add_run_arguments, check_resume_alone
 from aiayn.errors import ConfigError
-from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, read_yaml
+from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, load_config, read_yaml
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -60,6 +61,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     train.add_argument("config", nargs="?", type=Path, help="YAML config (default: shakespeare_char)")
     train.add_argument("--text", metavar="FILE", help="the UTF-8 text file (replaces data.text_file)")
+    add_tokenizer_argument(train)
     add_run_arguments(train)
     train.set_defaults(func=run_train)
 
@@ -80,40 +82,54 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     generate.set_defaults(func=run_generate)
 
 
+def add_tokenizer_argument(parser: argparse.ArgumentParser) -> None:
+    """--tokenizer (for `lm train` and `classify train`): replaces data.tokenizer."""
+    parser.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="a kind to train (char, byte_bpe, bpe), a Hugging Face tokenizer.json or a directory "
+        "holding one, or a Hub name such as gpt2 (needs internet the first time); replaces "
+        "data.tokenizer. Name its special tokens with --set data.special_tokens='{bos: ..., eos: ...}'",
+    )
+
+
 def run_train(args: argparse.Namespace) -> int:
-    from aiayn.lm.run import run_lm_training
+    from aiayn.lm.run import LM_TASK
+    from aiayn.training.run import train_in_session
 
     if args.resume is not None:
-        if args.config or args.out or args.text:
-            print("aiayn lm train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)
-            return 2
+        check_resume_alone(args, "text", "tokenizer")
         run_dir = args.resume
-        config = load_task_config(run_dir / CONFIG_FILE, {}, {}, args.overrides)
+        config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         path = args.config or DEFAULT_CONFIG
         name = args.config or (Path(f"lm-{Path(args.text).stem}") if args.text else DEFAULT_CONFIG)
         run_dir = args.out or default_run_dir(name)
         set_fields = {"text_file": args.text} if args.text else {}
+        if args.tokenizer:
+            set_fields["tokenizer"] = args.tokenizer
         config = load_task_config(path, {"task": "text"}, set_fields, args.overrides)
-    results, is_main, run_dir = train_in_session(
-        run_lm_training, config, run_dir, args.resume is not None, args.overwrite
+    session = train_in_session(
+        LM_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )
-    if results is None:
+    if session.results is None:
         return 130
-    if not is_main:
+    if not session.is_main:
         return 0
+    results = session.results
     loss = results["val_loss"]
     shown = f"; validation loss {loss:.4f} nats/token" if loss is not None else ""
     print(
         f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
         f"({results['tokens_per_s']:,.0f} tokens/s, {results['params']:,} parameters){shown}"
     )
-    print(f"model directory: {run_dir}")
+    print(f"model directory: {session.run_dir}")
     print(f"sample:\n{results['sample']}")
     return 0
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    from aiayn.data.special_tokens import SpecialTokens
     from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
     from aiayn.export.engine import CTranslate2Generator, is_ctranslate2_dir
     from aiayn.lm.generate import generate_stream, stream_text
@@ -133,7 +149,8 @@ def run_generate(args: argparse.Namespace) -> int:
         tokenizer, generate = engine.tokenizer, engine.generate_stream
     else:
         model = DecoderOnlyLM.from_pretrained(args.model, device=select_device(args.device))
-        tokenizer = Tokenizer.load(args.model / JOINT_FILE)
+        tokenizer = Tokenizer.load(args.model / JOINT_FILE, SpecialTokens.of(model.config))
+        tokenizer.check_fits(model.config.tgt_vocab_size)
         generate = functools.partial(generate_stream, model)
     prompt = tokenizer.encode(args.text)
     ids = generate(prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed)

@@ -7,7 +7,8 @@ Layout of one example (token ids, no padding):
 * ``labels``: ``y_1 .. y_m <eos>``  (what the decoder must predict at each position).
 
 So a source of ``n`` tokens takes ``n + 1`` positions and a target of ``m`` tokens ``m + 1``.
-Batches are padded with ``PAD_ID`` (0) on the right.
+Batches are padded on the right. The ids of ``<bos>``, ``<eos>`` and the padding come from the
+tokenizer (:class:`~aiayn.data.special_tokens.SpecialTokens`); each batch carries its ``pad_id``.
 
 :func:`token_batches` puts examples of similar length together so that each batch's padded
 size, ``batch_size * max(longest source, longest target)`` in positions, stays within
@@ -16,18 +17,22 @@ size, ``batch_size * max(longest source, longest target)`` in positions, stays w
 
 import logging
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import torch
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 DEFAULT_POOL_SIZE = 10_000  # examples sorted together before being cut into batches
+
+BatchT = TypeVar("BatchT")
 
 
 @dataclass
@@ -40,9 +45,15 @@ class Batch:
     num_src_tokens: int  # non-pad positions of src
     num_tgt_tokens: int  # non-pad positions of labels (the tokens the loss is taken over)
     indices: list[int]  # dataset index of each row, to map outputs back to examples
+    pad_id: int  # the padding id after the end of each row
 
     def __len__(self) -> int:
         return self.src.size(0)
+
+    @property
+    def num_targets(self) -> int:
+        """The predictions the loss sums over: the target tokens."""
+        return self.num_tgt_tokens
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
         """A copy with the tensors on ``device``.
@@ -58,8 +69,8 @@ class Batch:
         return replace(self, src=move(self.src), tgt_in=move(self.tgt_in), labels=move(self.labels))
 
 
-def _pad(rows: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
+def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
     return out
@@ -69,8 +80,11 @@ def make_batch(
     src_ids_list: Sequence[Sequence[int]],
     tgt_ids_list: Sequence[Sequence[int]],
     indices: Sequence[int] | None = None,
+    *,
+    specials: SpecialTokens,
 ) -> Batch:
-    """Pad token id lists (without bos/eos) into a :class:`Batch`.
+    """Pad token id lists (without bos/eos) into a :class:`Batch`, with the bos, eos and
+    padding ids of ``specials``.
 
     ``indices`` defaults to ``0 .. B-1``.
     """
@@ -79,16 +93,18 @@ def make_batch(
             f"need as many sources as targets, at least one: "
             f"{len(src_ids_list)} vs {len(tgt_ids_list)}"
         )
-    src = [[*ids, EOS_ID] for ids in src_ids_list]
-    tgt_in = [[BOS_ID, *ids] for ids in tgt_ids_list]
-    labels = [[*ids, EOS_ID] for ids in tgt_ids_list]
+    bos, eos, pad = specials.bos_id, specials.eos_id, specials.pad_id
+    src = [[*ids, eos] for ids in src_ids_list]
+    tgt_in = [[bos, *ids] for ids in tgt_ids_list]
+    labels = [[*ids, eos] for ids in tgt_ids_list]
     return Batch(
-        src=_pad(src),
-        tgt_in=_pad(tgt_in),
-        labels=_pad(labels),
+        src=_pad(src, pad),
+        tgt_in=_pad(tgt_in, pad),
+        labels=_pad(labels, pad),
         num_src_tokens=sum(map(len, src)),
         num_tgt_tokens=sum(map(len, labels)),
         indices=list(indices) if indices is not None else list(range(len(src))),
+        pad_id=pad,
     )
 
 
@@ -162,29 +178,25 @@ def shard(batches: Sequence[list[int]], rank: int, world_size: int) -> list[list
     return [batches[i] for i in range(rank, usable, world_size)]
 
 
-class ParallelDataset:
-    """Encoded sentence pairs (token id lists without bos/eos) and their batching."""
+class BatchedDataset(ABC, Generic[BatchT]):
+    """A dataset read in batches, epoch after epoch: resumable and shared out between processes.
 
-    def __init__(self, src_ids: Sequence[list[int]], tgt_ids: Sequence[list[int]]) -> None:
-        if len(src_ids) != len(tgt_ids):
-            raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")
-        self.src_ids = list(src_ids)
-        self.tgt_ids = list(tgt_ids)
+    A subclass says how one epoch is cut into batches of example indices (`batch_plan`, which
+    must depend only on ``(seed, epoch)`` and the data) and how indices become a batch
+    (`collate`); this class deals the plan out to processes (:func:`shard`) and resumes it.
+    """
 
-    @classmethod
-    def from_pairs(
-        cls, pairs: Sequence[tuple[str, str]], source: Tokenizer, target: Tokenizer
-    ) -> "ParallelDataset":
-        """Encode text pairs with the ``source`` and ``target`` tokenizers."""
-        return cls(
-            source.encode_batch([s for s, _ in pairs]), target.encode_batch([t for _, t in pairs])
-        )
-
+    @abstractmethod
     def __len__(self) -> int:
-        return len(self.src_ids)
+        """Number of examples."""
 
-    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
-        return self.src_ids[i], self.tgt_ids[i]
+    @abstractmethod
+    def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+        """One epoch's batches, as lists of example indices, under a budget of ``max_tokens``."""
+
+    @abstractmethod
+    def collate(self, indices: list[int]) -> BatchT:
+        """The batch of examples ``indices``."""
 
     def batch_indices(
         self,
@@ -195,16 +207,8 @@ class ParallelDataset:
         rank: int = 0,
         world_size: int = 1,
     ) -> list[list[int]]:
-        """This rank's index batches for one epoch (see :func:`token_batches` and :func:`shard`)."""
-        batches = token_batches(
-            [len(s) for s in self.src_ids],
-            [len(t) for t in self.tgt_ids],
-            max_tokens,
-            shuffle=shuffle,
-            seed=seed,
-            epoch=epoch,
-        )
-        return shard(batches, rank, world_size)
+        """This rank's index batches for one epoch (see :meth:`batch_plan` and :func:`shard`)."""
+        return shard(self.batch_plan(max_tokens, shuffle, seed, epoch), rank, world_size)
 
     def num_batches(self, max_tokens: int, **kwargs) -> int:
         """Number of batches :meth:`batches` yields for these arguments (with ``start=0``)."""
@@ -219,14 +223,54 @@ class ParallelDataset:
         start: int = 0,
         rank: int = 0,
         world_size: int = 1,
-    ) -> Iterator[Batch]:
+    ) -> Iterator[BatchT]:
         """Yield the epoch's batches, skipping the first ``start`` (to resume mid-epoch).
 
         The order depends only on ``(seed, epoch)`` (and the data), so resuming with the same
-        arguments and ``start=k`` continues exactly where batch ``k - 1`` left off.
+        arguments and ``start=k`` continues exactly where batch ``k - 1`` left off. Under
+        torchrun each ``rank`` of ``world_size`` reads its own equal share of the epoch.
         """
-        plan = self.batch_indices(max_tokens, shuffle, seed, epoch, rank, world_size)
-        for indices in plan[start:]:
-            yield make_batch(
-                [self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices], indices
-            )
+        for indices in self.batch_indices(max_tokens, shuffle, seed, epoch, rank, world_size)[start:]:
+            yield self.collate(indices)
+
+
+class ParallelDataset(BatchedDataset[Batch]):
+    """Encoded sentence pairs (token id lists without bos/eos) and their batching, which adds
+    the bos, eos and padding ids of ``specials``."""
+
+    def __init__(
+        self, src_ids: Sequence[list[int]], tgt_ids: Sequence[list[int]], specials: SpecialTokens
+    ) -> None:
+        if len(src_ids) != len(tgt_ids):
+            raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")
+        self.src_ids = list(src_ids)
+        self.tgt_ids = list(tgt_ids)
+        self.specials = specials
+
+    @classmethod
+    def from_pairs(
+        cls, pairs: Sequence[tuple[str, str]], source: Tokenizer, target: Tokenizer
+    ) -> "ParallelDataset":
+        """Encode text pairs with the ``source`` and ``target`` tokenizers (the target's special
+        ids, which a model shares with the source's)."""
+        return cls(
+            source.encode_batch([s for s, _ in pairs]),
+            target.encode_batch([t for _, t in pairs]),
+            target.specials,
+        )
+
+    def __len__(self) -> int:
+        return len(self.src_ids)
+
+    def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
+        return self.src_ids[i], self.tgt_ids[i]
+
+    def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+        """Length-homogeneous batches of pairs (see :func:`token_batches`)."""
+        src_lengths = [len(s) for s in self.src_ids]
+        tgt_lengths = [len(t) for t in self.tgt_ids]
+        return token_batches(src_lengths, tgt_lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
+
+    def collate(self, indices: list[int]) -> Batch:
+        src, tgt = [self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices]
+        return make_batch(src, tgt, indices, specials=self.specials)

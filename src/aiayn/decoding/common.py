@@ -2,27 +2,25 @@
 
 Conventions of every decoder in `aiayn.decoding`:
 
+- the special ids are the model's: `config.pad_id`, `config.bos_id`, `config.eos_id` (stored
+  in its `config.json`, set by its tokenizer);
 - the source is (B, S) token ids, right-padded with `config.pad_id`, each row ending with
   `<eos>` (see `aiayn.data.batching`); the decoder starts from `<bos>`;
 - a *hypothesis* is the list of generated tokens without `<bos>` and without the final
   `<eos>`; its length |Y| counts the generated tokens *including* `<eos>` (a hypothesis
   cut off at the length limit has no `<eos>`, and |Y| is the limit);
-- `<pad>` and `<bos>` are never generated (their log-probability is set to -inf), but
-  their probability mass is not redistributed: scores are log-probabilities under the
-  model's full softmax.
+- `<pad>` and `<bos>` are never generated (their log-probability is set to -inf; a `<bos>`
+  that is also `<eos>`, as GPT-2's `<|endoftext|>`, stays allowed), but their probability
+  mass is not redistributed: scores are log-probabilities under the model's full softmax.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
-
-from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from torch import Tensor
 
 
 class Hypothesis(NamedTuple):
@@ -72,8 +70,15 @@ def length_penalty(length: Tensor | int | float, alpha: float) -> Tensor:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def log_probs(logits: Tensor, forbidden: tuple[int, ...] = (PAD_ID, BOS_ID)) -> Tensor:
-    """(N, V) next-token logits -> (N, V) log-probabilities, -inf at `forbidden` ids.
+def never_generated(pad_id: int, bos_id: int, eos_id: int) -> tuple[int, ...]:
+    """The ids a decoder never emits: pad, and bos unless it is also eos (GPT-2's
+    `<|endoftext|>`)."""
+    return tuple(sorted({pad_id, bos_id} - {eos_id}))
+
+
+def log_probs(logits: Tensor, forbidden: tuple[int, ...]) -> Tensor:
+    """(N, V) next-token logits -> (N, V) log-probabilities, -inf at `forbidden` ids
+    (see `never_generated`).
 
     Half-precision logits are promoted to float32 before the softmax.
     """
@@ -83,20 +88,3 @@ def log_probs(logits: Tensor, forbidden: tuple[int, ...] = (PAD_ID, BOS_ID)) -> 
     if forbidden:
         logp[:, list(forbidden)] = float("-inf")
     return logp
-
-
-def strip_eos(tokens: list[int], eos_id: int = EOS_ID) -> list[int]:
-    """Drop a final `<eos>` from a token list."""
-    return tokens[:-1] if tokens and tokens[-1] == eos_id else tokens
-
-
-@contextlib.contextmanager
-def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Put `model` in eval mode (no dropout) under `torch.no_grad`, restoring its mode after."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield model
-    finally:
-        model.train(was_training)

@@ -21,6 +21,7 @@ from typing import Any
 
 from torch import nn
 
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.model.config import ModelConfig
@@ -73,27 +74,39 @@ def load_source(directory: str | Path) -> ExportSource:
             "(encoder-decoder) and language models (decoder-only) can be exported"
         )
     model = load_model(directory, "cpu").eval()
-    if model_json["model_type"] == "decoder_only":
-        tokenizer = Tokenizer.load(directory / JOINT_FILE)
+    tokenizers = load_tokenizers(directory, model.config, model_json["model_type"])
+    return ExportSource(directory, model, model_json, tokenizers)
+
+
+def load_tokenizers(directory: Path, config: ModelConfig, model_type: str) -> TokenizerPair:
+    """The tokenizer(s) of a model directory, with the model's special ids (a language model's
+    one tokenizer serves as both sides)."""
+    specials = SpecialTokens.of(config)
+    if model_type == "decoder_only":
+        tokenizer = Tokenizer.load(directory / JOINT_FILE, specials)
         tokenizers = TokenizerPair(tokenizer, tokenizer)
     else:
-        tokenizers = TokenizerPair.load(directory)
-    return ExportSource(directory, model, model_json, tokenizers)
+        tokenizers = TokenizerPair.load(directory, specials)
+    source_size = config.tgt_vocab_size if model_type == "decoder_only" else config.src_vocab_size
+    tokenizers.source.check_fits(source_size, "the model's source embedding")
+    tokenizers.target.check_fits(config.tgt_vocab_size, "the model's target embedding")
+    return tokenizers
 
 
 def vocabulary(tokenizer: Tokenizer, size: int, side: str) -> list[str]:
     """The token string of every id 0 .. size-1 of a model vocabulary.
 
-    Ids the model has but the tokenizer lacks (an embedding larger than the vocabulary)
-    are named `<aiayn_unused_ID>`: the engines map tokens by name, so names must be unique.
+    Ids the model has but the tokenizer does not name (an embedding larger than the
+    vocabulary, or a gap in a loaded tokenizer's ids) are named `<aiayn_unused_ID>`: the
+    engines map tokens by name, so names must be unique.
     """
-    if tokenizer.vocab_size > size:
-        raise CheckpointError(
-            f"the {side} tokenizer has {tokenizer.vocab_size} tokens but the model's {side} "
-            f"vocabulary only {size}"
-        )
-    tokens = [tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)]
-    tokens += [f"<aiayn_unused_{i}>" for i in range(tokenizer.vocab_size, size)]
+    tokenizer.check_fits(size, f"the model's {side} vocabulary")
+    tokens = []
+    for i in range(size):
+        try:
+            tokens.append(tokenizer.id_to_token(i))
+        except IndexError:
+            tokens.append(f"<aiayn_unused_{i}>")
     seen: dict[str, int] = {}
     for i, token in enumerate(tokens):
         if token in seen:
@@ -102,12 +115,6 @@ def vocabulary(tokenizer: Tokenizer, size: int, side: str) -> list[str]:
             )
         seen[token] = i
     return tokens
-
-
-def forbidden_ids(config: ModelConfig) -> list[int]:
-    """Ids our decoders never generate: `<pad>` and `<bos>` (unless `<bos>` is also `<eos>`,
-    as GPT-2's `<|endoftext|>` is)."""
-    return sorted({config.pad_id, config.bos_id} - {config.eos_id})
 
 
 @contextlib.contextmanager

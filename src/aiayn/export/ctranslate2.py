@@ -29,9 +29,10 @@ from pathlib import Path
 
 import torch
 
+from aiayn.decoding.common import never_generated
+from aiayn.errors import CheckpointError, ConfigError
 from aiayn.export.common import (
     ExportSource,
-    forbidden_ids,
     load_source,
     output_directory,
     require,
@@ -60,8 +61,6 @@ def export_ctranslate2(
     """
     ctranslate2 = require("ctranslate2", "aiayn export ctranslate2")
     if quantization is not None and quantization not in QUANTIZATIONS:
-        from aiayn.errors import ConfigError
-
         raise ConfigError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
     source = load_source(model_dir)
     converter_class = _converter_class(ctranslate2)
@@ -150,19 +149,21 @@ def _activation(specs, config: ModelConfig):
 def _set_special_tokens(
     spec_config, config: ModelConfig, src_tokens: list[str], tgt_tokens: list[str]
 ) -> None:
-    spec_config.bos_token = tgt_tokens[config.bos_id]
-    spec_config.eos_token = tgt_tokens[config.eos_id]
+    """CTranslate2 names the special tokens once for both vocabularies (it appends `<eos>` to
+    the source by name), so each must have the same name on both sides."""
     # A vocabulary without <unk> (byte-level BPE) never meets an unknown token: CTranslate2
     # would append one, so name <pad> instead, which is never produced either.
     unk_id = config.unk_id if config.unk_id is not None else config.pad_id
+    for name, token_id in (("bos", config.bos_id), ("eos", config.eos_id), ("unk", unk_id)):
+        if src_tokens[token_id] != tgt_tokens[token_id]:
+            raise CheckpointError(
+                f"the source and target vocabularies name the {name} token (id {token_id}) "
+                f"differently ({src_tokens[token_id]!r}, {tgt_tokens[token_id]!r}); CTranslate2 "
+                "needs one name"
+            )
+    spec_config.bos_token = tgt_tokens[config.bos_id]
+    spec_config.eos_token = tgt_tokens[config.eos_id]
     spec_config.unk_token = tgt_tokens[unk_id]
-    if src_tokens[unk_id] != tgt_tokens[unk_id]:
-        from aiayn.errors import CheckpointError
-
-        raise CheckpointError(
-            f"the source and target vocabularies name the unknown token (id {unk_id}) differently "
-            f"({src_tokens[unk_id]!r} and {tgt_tokens[unk_id]!r}); CTranslate2 needs one name"
-        )
 
 
 def _position_table(weights: dict[str, torch.Tensor], prefix: str, config: ModelConfig) -> torch.Tensor:
@@ -217,7 +218,8 @@ def _set_norm(spec, weights, name: str) -> None:
 def readme(source: ExportSource, quantization: str | None) -> str:
     """The README.txt of an export: what it is, and a ready Python snippet."""
     config = source.config
-    forbidden = ", ".join(f'["{source.tokenizers.target.id_to_token(i)}"]' for i in forbidden_ids(config))
+    never = never_generated(config.pad_id, config.bos_id, config.eos_id)
+    forbidden = ", ".join(json.dumps([source.tokenizers.target.id_to_token(i)]) for i in never)
     head = (
         f"CTranslate2 model exported by `aiayn export ctranslate2` from {source.directory}\n"
         f"({source.model_type}, d_model {config.d_model}, {config.num_heads} heads, "

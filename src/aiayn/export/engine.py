@@ -44,10 +44,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
-from aiayn.decoding.common import Hypothesis, length_penalty
+from aiayn.decoding.common import Hypothesis, length_penalty, never_generated
 from aiayn.errors import CheckpointError, ConfigError, DataError
-from aiayn.export.common import forbidden_ids, require, vocabulary
+from aiayn.export.common import load_tokenizers, require, vocabulary
 from aiayn.export.ctranslate2 import AIAYN_FILE, CT2_WEIGHTS
 from aiayn.lm.generate import context_length
 from aiayn.model.config import ModelConfig
@@ -111,12 +110,13 @@ class CTranslate2Translator:
         ctranslate2 = require("ctranslate2", "running a CTranslate2 export")
         directory = Path(directory)
         self.config = config = _read_settings(directory, "transformer")
-        self.tokenizers = TokenizerPair.load(directory)
+        self.tokenizers = load_tokenizers(directory, config, "transformer")
         self._source_tokens = vocabulary(self.tokenizers.source, config.src_vocab_size, "source")
         target_tokens = vocabulary(self.tokenizers.target, config.tgt_vocab_size, "target")
         self._target_tokens = target_tokens
         self._target_ids = {token: i for i, token in enumerate(target_tokens)}
-        self._forbidden = [[target_tokens[i]] for i in forbidden_ids(config)]
+        never = never_generated(config.pad_id, config.bos_id, config.eos_id)
+        self._forbidden = [[target_tokens[i]] for i in never]
         try:
             self.engine = ctranslate2.Translator(
                 str(directory), compute_type=compute_type, intra_threads=threads, **_device_arguments(device)
@@ -307,7 +307,7 @@ class CTranslate2Generator:
         self._ctranslate2 = ctranslate2 = require("ctranslate2", "running a CTranslate2 export")
         directory = Path(directory)
         self.config = config = _read_settings(directory, "decoder_only")
-        self.tokenizer = Tokenizer.load(directory / JOINT_FILE)
+        self.tokenizer = load_tokenizers(directory, config, "decoder_only").target
         self._tokens = vocabulary(self.tokenizer, config.tgt_vocab_size, "language model")
         self._ids = {token: i for i, token in enumerate(self._tokens)}
         try:

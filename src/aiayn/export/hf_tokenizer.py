@@ -6,8 +6,8 @@ a post-processor appends it, so `tokenizer(text)` alone prepares model input, ex
 ids aiayn's translator feeds its encoder. `decode(ids, skip_special_tokens=True)` drops the
 special tokens, as aiayn's decoding does.
 
-One difference: transformers registers the special tokens as "added tokens", so the literal
-text "<eos>" in an input becomes the `<eos>` id, where aiayn's tokenizer spells it out.
+Special tokens are never read from text, as in aiayn (`split_special_tokens`): the literal
+text "<eos>" in an input is spelled out, and only the post-processor puts `<eos>` in place.
 
 With separate vocabularies the directory holds the source tokenizer (for model input), and the
 target tokenizer in the sub-folder `target_tokenizer/` (to decode outputs):
@@ -44,7 +44,9 @@ def hf_tokenizer(tokenizer: Tokenizer, config: ModelConfig, append_eos: bool):
     }
     if config.unk_id is not None:
         special["unk_token"] = tokenizer.id_to_token(config.unk_id)
-    fast = PreTrainedTokenizerFast(tokenizer_object=backend, model_max_length=config.max_len, **special)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=backend, model_max_length=config.max_len, split_special_tokens=True, **special
+    )
     for name, token in special.items():  # the tokens must keep their ids: no new ones appended
         if fast.convert_tokens_to_ids(token) != tokenizer.hf.token_to_id(token):
             raise RuntimeError(f"internal error: {name} {token!r} changed id in the Hugging Face tokenizer")

@@ -24,14 +24,17 @@ as aiayn's translator does) and a `generation_config.json` with aiayn's defaults
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from aiayn.decoding.common import never_generated
 from aiayn.errors import ConfigError
-from aiayn.export.common import ExportSource, forbidden_ids, load_source, output_directory, require
+from aiayn.export.common import ExportSource, load_source, output_directory, require
 from aiayn.export.hf_tokenizer import save_hf_tokenizers
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
@@ -46,18 +49,35 @@ def export_huggingface(model_dir: str | Path, out: str | Path, overwrite: bool =
     require("transformers", "aiayn export huggingface")
     source = load_source(model_dir)
     config = source.config
-    if source.model_type == "transformer":
-        model, generation = marian_translation_model(source)
-    elif not config.norm_first:
-        model, generation = marian_language_model(source)
-    else:
-        model, generation = gpt2_language_model(source)
-    with output_directory(out, overwrite) as tmp:
-        model.generation_config = generation
-        model.save_pretrained(tmp)
-        save_hf_tokenizers(source, tmp)
+    with _quiet_transformers():
+        if source.model_type == "transformer":
+            model, generation = marian_translation_model(source)
+        elif not config.norm_first:
+            model, generation = marian_language_model(source)
+        else:
+            model, generation = gpt2_language_model(source)
+        with output_directory(out, overwrite) as tmp:
+            model.generation_config = generation
+            model.save_pretrained(tmp)
+            save_hf_tokenizers(source, tmp)
     log.info("wrote %s (%s)", out, type(model).__name__)
     return Path(out)
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No progress bars or notices from transformers while it builds and saves the model."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
 
 
 # ------------------------------------------------------------------ checks
@@ -84,7 +104,7 @@ def _generation_config(config: ModelConfig, num_beams: int, **fields: Any):
     """aiayn's decoding defaults, as far as `GenerationConfig` can say them."""
     from transformers import GenerationConfig
 
-    forbidden = forbidden_ids(config)
+    forbidden = never_generated(config.pad_id, config.bos_id, config.eos_id)
     return GenerationConfig(
         num_beams=num_beams,
         # HF divides by |Y|^length_penalty (|Y| with <eos>), aiayn by ((5 + |Y|) / 6)^alpha.

@@ -21,18 +21,16 @@ Windows start every `stride` tokens:
 
 from __future__ import annotations
 
-import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from aiayn.data.batching import shard
+from aiayn.data.batching import BatchedDataset
 from aiayn.data.corpus import read_bytes
-from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, DataError
 
@@ -45,18 +43,25 @@ class LMBatch:
 
     Attributes:
         inputs: (B, T) int64 token ids read by the model.
-        labels: (B, T) int64 next-token targets; `PAD_ID` where there is no target.
+        labels: (B, T) int64 next-token targets; `pad_id` where there is no target.
         num_tgt_tokens: number of non-pad labels (the tokens the loss is taken over).
         starts: stream offset of each window, to map rows back to the text.
+        pad_id: the padding id (inputs and labels after the end of the stream).
     """
 
     inputs: Tensor
     labels: Tensor
     num_tgt_tokens: int
     starts: list[int]
+    pad_id: int
 
     def __len__(self) -> int:
         return self.inputs.size(0)
+
+    @property
+    def num_targets(self) -> int:
+        """The predictions the loss sums over: the non-pad labels."""
+        return self.num_tgt_tokens
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> LMBatch:
         """A copy with the tensors on `device`."""
@@ -93,23 +98,27 @@ def window_starts(num_tokens: int, block_size: int, stride: int | None = None) -
     return starts
 
 
-class TokenWindows:
+class TokenWindows(BatchedDataset[LMBatch]):
     """Training or validation windows over one token stream, batched for the `Trainer`.
 
     Args:
         stream: (N,) token ids (a list or a 1-D tensor), normally starting with `<bos>`.
         block_size: positions per window T.
         stride: tokens between window starts (default `block_size`: non-overlapping).
+        pad_id: the tokenizer's padding id, after the end of the stream.
     """
 
-    def __init__(self, stream: Sequence[int] | Tensor, block_size: int, stride: int | None = None) -> None:
+    def __init__(
+        self, stream: Sequence[int] | Tensor, block_size: int, stride: int | None = None, *, pad_id: int
+    ) -> None:
         self.stream = torch.as_tensor(stream, dtype=torch.long).flatten()
         self.block_size = block_size
         self.stride = block_size if stride is None else stride
+        self.pad_id = pad_id
         self.starts = torch.tensor(window_starts(self.stream.numel(), block_size, self.stride))
         # Padded so that every window, the last (shorter) one included, has T + 1 positions.
         need = int(self.starts[-1]) + block_size + 1 - self.stream.numel()
-        self._padded = torch.cat([self.stream, torch.full((max(need, 0),), PAD_ID, dtype=torch.long)])
+        self._padded = torch.cat([self.stream, torch.full((max(need, 0),), pad_id, dtype=torch.long)])
         self._offsets = torch.arange(block_size + 1)
 
     def __len__(self) -> int:
@@ -126,32 +135,18 @@ class TokenWindows:
         """Windows in one batch of at most `max_tokens` positions (at least one)."""
         return max(1, max_tokens // self.block_size)
 
-    def num_batches(self, max_tokens: int) -> int:
-        return math.ceil(len(self) / self.windows_per_batch(max_tokens))
-
     def window_batch(self, rows: Tensor) -> LMBatch:
         """The batch of windows number `rows` ((B,) LongTensor indices into `starts`)."""
         starts = self.starts[rows]
         chunk = self._padded[starts[:, None] + self._offsets]  # (B, T + 1)
         inputs, labels = chunk[:, :-1], chunk[:, 1:]  # past the stream end: pad, no target
-        return LMBatch(inputs, labels, int((labels != PAD_ID).sum()), starts.tolist())
+        return LMBatch(inputs, labels, int((labels != self.pad_id).sum()), starts.tolist(), self.pad_id)
 
-    def batches(
-        self,
-        max_tokens: int,
-        shuffle: bool = True,
-        seed: int = 0,
-        epoch: int = 0,
-        start: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-    ) -> Iterator[LMBatch]:
-        """Yield one epoch of batches of `max_tokens // block_size` windows, from batch `start` on.
+    def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+        """One epoch of batches of `max_tokens // block_size` windows (the last may hold fewer).
 
-        With `shuffle` the window order is a permutation that depends only on `(seed, epoch)`,
-        so resuming with `start=k` continues exactly after batch k - 1. Without it (validation)
-        the windows come in stream order. The last batch may hold fewer windows. Under torchrun
-        each `rank` of `world_size` reads its own equal share of the epoch's batches.
+        With `shuffle` the window order is a permutation that depends only on `(seed, epoch)`;
+        without it (validation) the windows come in stream order.
         """
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -159,9 +154,10 @@ class TokenWindows:
         if shuffle:
             random.Random(f"aiayn-lm-{seed}-{epoch}").shuffle(order)
         size = self.windows_per_batch(max_tokens)
-        plan = [order[first : first + size] for first in range(0, len(order), size)]
-        for windows in shard(plan, rank, world_size)[start:]:  # this rank's share under torchrun
-            yield self.window_batch(torch.tensor(windows))
+        return [order[first : first + size] for first in range(0, len(order), size)]
+
+    def collate(self, indices: list[int]) -> LMBatch:
+        return self.window_batch(torch.tensor(indices))
 
 
 # ---------------------------------------------------------------------- text files
@@ -202,5 +198,6 @@ def encode_text(tokenizer: Tokenizer, text: str) -> list[int]:
 
 
 def text_stream(tokenizer: Tokenizer, text: str) -> list[int]:
-    """`<bos>` followed by the token ids of `text`: the stream that windows are cut from."""
-    return [BOS_ID, *encode_text(tokenizer, text)]
+    """`<bos>` (the tokenizer's) followed by the token ids of `text`: the stream that windows
+    are cut from."""
+    return [tokenizer.specials.bos_id, *encode_text(tokenizer, text)]

@@ -16,20 +16,14 @@ A directory being replaced or pruned is first renamed to a hidden name, then del
 leftovers of a killed process (`.step_NNNNNN.tmp-PID`, `.step_NNNNNN.old-PID`) are never
 listed as checkpoints and are removed by the next save. Training state is read back with
 `torch.load(weights_only=True)`, which refuses pickles that would run code.
-
-Test hook: when the environment variable `AIAYN_TEST_SLEEP_IN_SAVE` holds a number of
-seconds, `save_checkpoint` sleeps that long after the temporary directory is complete and
-before it is renamed into place, so tests can kill a run in the middle of a save.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 import re
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,13 +34,13 @@ from aiayn.errors import CheckpointError
 from aiayn.files import atomic_write
 from aiayn.model.pretrained import CONFIG_FILE as MODEL_CONFIG_FILE
 from aiayn.model.pretrained import WEIGHTS_FILE, load_model, load_weights, read_model_json
+from aiayn.training.run_dir import lock_if_run_dir
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "training_state.pt"
 STEP_PATTERN = re.compile(r"^step_(\d{6,})$")
 LEFTOVER_PATTERN = re.compile(r"^\.step_\d{6,}\.(tmp|old)-\d+$")
 CHECKPOINT_FILES = (STATE_FILE, WEIGHTS_FILE, MODEL_CONFIG_FILE)
-SLEEP_IN_SAVE_ENV = "AIAYN_TEST_SLEEP_IN_SAVE"
 REQUIRED_STATE = {"optimizer": dict, "train_state": dict, "rng_cpu": torch.Tensor}
 
 
@@ -86,8 +80,6 @@ def save_checkpoint(run_dir: Path, step: int, model: nn.Module, state: dict[str,
         model.save_pretrained(tmp)
         atomic_write(tmp / STATE_FILE, lambda path: torch.save(state, path))
         _fsync_dir(tmp)
-        if os.environ.get(SLEEP_IN_SAVE_ENV):  # test hook, see the module docstring
-            time.sleep(float(os.environ[SLEEP_IN_SAVE_ENV]))
         if final.exists():  # the same step saved again (e.g. after a resume): replace it
             _remove_dir(final)
         os.rename(tmp, final)
@@ -123,7 +115,7 @@ def load_training_state(checkpoint: Path) -> dict[str, Any]:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except FileNotFoundError:
         raise CheckpointError(f"{path} is missing") from None
-    except (pickle.UnpicklingError, RuntimeError, EOFError, ValueError, AttributeError, OSError) as error:
+    except Exception as error:  # arbitrary bytes fail in arbitrary places inside the unpickler
         lines = [line.strip() for line in str(error).splitlines() if line.strip()] or [type(error).__name__]
         # torch's message starts with advice to load unsafely; the line naming the refused
         # global ("Unsupported global: GLOBAL posix.system ...") is the one worth showing.
@@ -152,28 +144,30 @@ def average_checkpoints(run_dir: Path, last: int, out: Path) -> list[Path]:
 
     "For the base models, we used a single model obtained by averaging the last 5
     checkpoints, which were written at 10-minute intervals." The tokenizer files of the run
-    are copied along, so `out` is a complete model directory.
+    are copied along, so `out` is a complete model directory. When `out` is a run directory
+    (`out` = `run_dir` included), it is written under the run directory's lock: refused while
+    a training process writes into it.
     """
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:
         raise CheckpointError(f"{run_dir}: no checkpoints to average under {CHECKPOINTS}/")
     if last < 1:
         raise CheckpointError(f"--last must be >= 1, got {last}")
-    chosen = checkpoints[-last:]
-    model = load_model(chosen[0])
-    total = {name: tensor.double().clone() for name, tensor in model.state_dict().items()}
-    for checkpoint in chosen[1:]:
-        other = load_model(checkpoint)
-        for name, tensor in other.state_dict().items():
-            total[name] += tensor.double()
-    averaged = {
-        name: (tensor / len(chosen)).to(model.state_dict()[name].dtype) for name, tensor in total.items()
-    }
-    model.load_state_dict(averaged)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    for tokenizer_file in Path(run_dir).glob("*tokenizer.json"):
-        atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
-    read_model_json(out)  # sanity: the result is a model directory
+    with lock_if_run_dir(out):
+        chosen = checkpoints[-last:]
+        model = load_model(chosen[0])
+        total = {name: tensor.double().clone() for name, tensor in model.state_dict().items()}
+        for checkpoint in chosen[1:]:
+            other = load_model(checkpoint)
+            for name, tensor in other.state_dict().items():
+                total[name] += tensor.double()
+        dtypes = {name: tensor.dtype for name, tensor in model.state_dict().items()}
+        averaged = {name: (tensor / len(chosen)).to(dtypes[name]) for name, tensor in total.items()}
+        model.load_state_dict(averaged)
+        out.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(out)
+        for tokenizer_file in Path(run_dir).glob("*tokenizer.json"):
+            atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
+        read_model_json(out)  # sanity: the result is a model directory
     return chosen

@@ -8,6 +8,7 @@ a dotted path (`--set train.max_steps=200`, the value parsed as YAML).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import types
 import typing
 from dataclasses import dataclass, field
@@ -16,7 +17,10 @@ from typing import Any
 
 import yaml
 
+from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -29,6 +33,15 @@ class DataConfig:
     `aiayn.lm`); `aiayn classify` uses 'brackets' or 'tsv' (`train_tsv`, `valid_tsv`,
     `valid_fraction`; see `aiayn.classify`). A relative `text_file`/`*_tsv`/`*_src`/`*_tgt` path
     that does not exist under the working directory is looked up under the data root.
+
+    `max_sentence_tokens` bounds one example in tokens: translation drops pairs with a longer
+    source or target, the classifier cuts longer texts (and it is the length limit of the
+    brackets task). It is not `model.max_len`, the length of the positional table.
+
+    `tokenizer` is a kind to train ('bpe', 'char', 'byte_bpe'), a Hugging Face `tokenizer.json`
+    (or a directory holding one), or a Hugging Face Hub name such as 'gpt2' (see
+    `aiayn.data.tokenizer_spec`); `special_tokens` names the pad/bos/eos/unk tokens of a loaded
+    one (see `aiayn.data.special_tokens`).
     """
 
     task: str = "dates"
@@ -46,9 +59,10 @@ class DataConfig:
     test_src: str | None = None
     test_tgt: str | None = None
     tokenizer: str = "bpe"
+    special_tokens: dict[str, str | None] | None = None
     vocab_size: int = 8000
     joint_vocab: bool = True
-    max_len: int = 128
+    max_sentence_tokens: int = 128
     text_file: str | None = None
     block_size: int = 256
     stride: int | None = None
@@ -130,10 +144,38 @@ class RunConfig:
 CHOICES = {
     ("train", "schedule"): ("noam", "inverse_sqrt", "cosine", "constant"),
     ("train", "precision"): ("auto", "fp32", "bf16"),
-    ("train", "validation_metric"): ("loss", "bleu"),
     ("train", "dist_backend"): ("auto", "gloo", "nccl"),
-    ("data", "tokenizer"): ("bpe", "char", "byte_bpe"),
 }
+# `train.validation_metric` is checked against the task's metrics (`aiayn.training.task`).
+
+TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
+"""`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
+
+DEPRECATED_KEYS = {("data", "max_len"): "max_sentence_tokens"}
+"""Old spellings of renamed keys, (section, old key) -> new key: still read, with a warning."""
+
+
+def _current_key(section: str, key: str) -> str:
+    """`key`, or its new name when it is a deprecated spelling (logging a warning)."""
+    new = DEPRECATED_KEYS.get((section, key))
+    if new is None:
+        return key
+    log.warning("config key %s.%s is deprecated; it is now called %s.%s", section, key, section, new)
+    return new
+
+
+def _rename_deprecated(data: dict[str, Any], section: str) -> dict[str, Any]:
+    """`data` (one section) with deprecated keys under their new names; both given is an error."""
+    renamed: dict[str, Any] = {}
+    for key, value in data.items():
+        current = _current_key(section, key) if isinstance(key, str) else key
+        if current != key and current in data:
+            raise ConfigError(
+                f"{section}.{key} and {section}.{current} are the same setting ({section}.{key} is "
+                f"its deprecated name); give only {section}.{current}"
+            )
+        renamed[current] = value
+    return renamed
 
 
 def _check_type(where: str, value: Any, annotation: Any) -> Any:
@@ -168,6 +210,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
     _check_keys(data, where or "config")
+    data = _rename_deprecated(data, where)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
@@ -204,6 +247,13 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     from aiayn.model import ModelConfig  # the valid override names are ModelConfig's fields
 
     valid = {f.name for f in dataclasses.fields(ModelConfig)} - {"src_vocab_size", "tgt_vocab_size"}
+    from_tokenizer = sorted(set(model) & set(TOKENIZER_IDS))
+    if from_tokenizer:
+        raise ConfigError(
+            f"{', '.join('model.' + k for k in from_tokenizer)}: the special-token ids come from the "
+            "tokenizer; name the tokens in data.special_tokens instead"
+        )
+    valid -= set(TOKENIZER_IDS)
     bad = sorted(set(model) - valid)
     if bad:
         raise ConfigError(
@@ -219,6 +269,9 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         model=ModelSection(preset=preset, overrides=model),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
+    if not config.data.tokenizer.strip():
+        raise ConfigError("data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name")
+    config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
     for name in (
         "batch_tokens",
         "accumulate",
@@ -237,7 +290,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     for section, value in (data or {}).items():
         if value is not None and not isinstance(value, dict):
             raise ConfigError(f"section {section!r} must be a mapping of keys to values, got {value!r}")
-    data = {k: dict(v or {}) for k, v in (data or {}).items()}
+    data = {k: _rename_deprecated(dict(v or {}), k) for k, v in (data or {}).items()}
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"--set expects section.key=value, got {item!r}")
@@ -245,7 +298,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parts = path.strip().split(".")
         if len(parts) != 2:
             raise ConfigError(f"--set expects a dotted path section.key, got {path!r}")
-        section, key = parts
+        section, key = parts[0], _current_key(*parts)
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError as error:

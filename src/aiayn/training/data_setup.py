@@ -10,7 +10,8 @@ from aiayn.data.corpus import filter_pairs, read_parallel
 from aiayn.data.multi30k import load_multi30k
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.synthetic import TASKS, make_task
-from aiayn.data.tokenizer import TokenizerPair, build_tokenizers
+from aiayn.data.tokenizer import TokenizerPair
+from aiayn.data.tokenizer_spec import is_trained_kind, make_tokenizers
 from aiayn.errors import ConfigError
 from aiayn.training.config import DataConfig
 
@@ -60,40 +61,44 @@ def read_splits(config: DataConfig) -> dict[str, tuple[Pairs, str]]:
     raise ConfigError(f"data.task must be one of {', '.join(TASKS)}, multi30k, files; got {config.task!r}")
 
 
-def encode_split(pairs: Pairs, origin: str, tokenizers: TokenizerPair, max_len: int) -> ParallelDataset:
+def encode_split(
+    pairs: Pairs, origin: str, tokenizers: TokenizerPair, max_sentence_tokens: int
+) -> ParallelDataset:
     """Encode pairs, dropping (and logging the count of) empty and over-long pairs."""
     pairs, stats = filter_pairs(pairs, None, origin)  # empty lines
     if stats.empty:
         log.warning(stats.describe())
     src = tokenizers.source.encode_batch([s for s, _ in pairs])
     tgt = tokenizers.target.encode_batch([t for _, t in pairs])
-    kept, stats = filter_pairs(list(zip(src, tgt, strict=True)), max_len, origin)
+    kept, stats = filter_pairs(list(zip(src, tgt, strict=True)), max_sentence_tokens, origin)
     if stats.empty or stats.too_long:
         log.warning(stats.describe())
-    return ParallelDataset([s for s, _ in kept], [t for _, t in kept])
+    return ParallelDataset([s for s, _ in kept], [t for _, t in kept], tokenizers.specials)
 
 
 def prepare_data(config: DataConfig, tokenizers: TokenizerPair | None = None) -> PreparedData:
-    """Read the splits, train tokenizers on the training set (unless given), encode."""
+    """Read the splits, train or load the tokenizers (unless given), encode."""
     splits = read_splits(config)
     if "train" not in splits:
         raise ConfigError("the data config yields no training pairs")
     train_pairs, train_origin = splits["train"]
     if tokenizers is None:
-        log.info("training %s tokenizer(s) on %d pairs", config.tokenizer, len(train_pairs))
-        tokenizers = build_tokenizers(
+        if is_trained_kind(config.tokenizer):
+            log.info("training %s tokenizer(s) on %d pairs", config.tokenizer, len(train_pairs))
+        tokenizers = make_tokenizers(
             config.tokenizer,
             [s for s, _ in train_pairs],
             [t for _, t in train_pairs],
             config.vocab_size,
             joint=config.joint_vocab,
+            names=config.special_tokens,
         )
-    train = encode_split(train_pairs, train_origin, tokenizers, config.max_len)
+    train = encode_split(train_pairs, train_origin, tokenizers, config.max_sentence_tokens)
     valid = None
     valid_pairs: Pairs = []
     if "valid" in splits:
         valid_pairs, valid_origin = splits["valid"]
-        valid = encode_split(valid_pairs, valid_origin, tokenizers, config.max_len)
+        valid = encode_split(valid_pairs, valid_origin, tokenizers, config.max_sentence_tokens)
         valid_pairs = [(s, t) for s, t in valid_pairs if s.strip() and t.strip()]
     test_pairs = splits["test"][0] if "test" in splits else []
     log.info(
