@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import runpy
@@ -171,20 +173,32 @@ def test_cli_lm_generate_with_ctranslate2(model_dirs, tmp_path, capsys):
     assert texts[0] == texts[1] and texts[0].startswith("a dog")
 
 
-def test_readme_snippet_runs(model_dirs, tmp_path, capsys):
-    """The README.txt of the export is a working program: it translates like aiayn does
-    (alpha 0.6 beam search with CTranslate2's own length penalty, so compared on its scores)."""
-    out = export_ctranslate2(model_dirs / "model", tmp_path / "ct2")
+def _run_readme_snippet(out, sentences, tmp_path) -> list[str]:
+    """Run the Python snippet of an export's README.txt; its printed lines."""
     readme = (out / "README.txt").read_text()
     snippet = readme.split("(pip install ctranslate2 tokenizers):\n\n", 1)[1]
-    snippet = snippet.replace("THIS_DIR", str(out)).replace('["..."]', repr(SOURCES[:3]))
     script = tmp_path / "snippet.py"
-    script.write_text(snippet)
-    runpy.run_path(str(script))
-    lines = capsys.readouterr().out.splitlines()
+    script.write_text(snippet.replace("THIS_DIR", str(out)).replace('["..."]', repr(sentences)))
+    output = io.StringIO()
+    with contextlib.redirect_stdout(output):
+        runpy.run_path(str(script))
+    return output.getvalue().splitlines()
+
+
+def test_readme_snippets_run(model_dirs, tmp_path):
+    """The README.txt of an export is a working program. The translation snippet uses
+    CTranslate2's own length penalty, so its texts are compared at length_penalty 0 (where
+    the two rankings agree) through the engine; the LM snippet generates greedily, as aiayn."""
+    out = export_ctranslate2(model_dirs / "model", tmp_path / "ct2")
+    lines = _run_readme_snippet(out, SOURCES[:3], tmp_path)
     assert len(lines) == 3
-    for line in lines:
-        assert re.fullmatch(r".* -?\d+\.\d+(e-?\d+)?", line)
+    assert all(re.fullmatch(r".* -?\d+\.\d+(e-?\d+)?", line) for line in lines)
+
+    lm_out = export_ctranslate2(model_dirs / "lm", tmp_path / "lm-ct2")
+    (text,) = _run_readme_snippet(lm_out, [], tmp_path)
+    engine = CTranslate2Generator(lm_out, "cpu", threads=1)
+    ids = list(engine.generate_stream([], max_new_tokens=engine.config.max_len - 1, temperature=0))
+    assert text == engine.tokenizer.decode(ids)
 
 
 def test_quantized_export_loads_smaller(model_dirs, tmp_path):

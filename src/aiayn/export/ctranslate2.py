@@ -220,6 +220,7 @@ def readme(source: ExportSource, quantization: str | None) -> str:
     config = source.config
     never = never_generated(config.pad_id, config.bos_id, config.eos_id)
     forbidden = ", ".join(json.dumps([source.tokenizers.target.id_to_token(i)]) for i in never)
+    special_ids = sorted(source.tokenizers.specials.ids)
     head = (
         f"CTranslate2 model exported by `aiayn export ctranslate2` from {source.directory}\n"
         f"({source.model_type}, d_model {config.d_model}, {config.num_heads} heads, "
@@ -238,38 +239,43 @@ import ctranslate2, tokenizers
 model = "THIS_DIR"
 src_tok = tokenizers.Tokenizer.from_file(f"{{model}}/{src_file}")
 tgt_tok = tokenizers.Tokenizer.from_file(f"{{model}}/{tgt_file}")
+src_tok.encode_special_tokens = True  # as in aiayn: special tokens are never read from text
+special_ids = {special_ids}  # pad, bos, eos, unk: dropped from the output text
 translator = ctranslate2.Translator(model, device="cpu")  # compute_type="int8" to quantize on load
 
 sentences = ["..."]
-# aiayn's tokenizers add no special tokens; CTranslate2 appends <eos> to each source itself.
+# CTranslate2 appends <eos> to each source itself, as aiayn's translator does.
 source = [src_tok.encode(s, add_special_tokens=False).tokens for s in sentences]
 results = translator.translate_batch(
     source, beam_size=4, length_penalty=0.6, max_decoding_length={config.max_len},
-    suppress_sequences=[{forbidden}], return_scores=True)
+    min_decoding_length=0, suppress_sequences=[{forbidden}], return_scores=True)
 for result in results:
     ids = [tgt_tok.token_to_id(t) for t in result.hypotheses[0]]
-    print(tgt_tok.decode(ids, skip_special_tokens=False), result.scores[0])
+    print(tgt_tok.decode([i for i in ids if i not in special_ids], skip_special_tokens=False),
+          result.scores[0])
 
 # Length penalty: CTranslate2 divides the log-probability by |Y|^alpha (|Y| without
 # <eos>); aiayn uses GNMT's ((5 + |Y|) / 6)^alpha, |Y| with <eos>. With length_penalty=0
-# both rank by log-probability alone. aiayn's own commands rescore the n-best list with
-# GNMT's formula (see aiayn.export.engine).
+# both rank by log-probability alone. aiayn's own commands rank CTranslate2's n-best list
+# with GNMT's formula (see aiayn.export.engine).
 """
     else:
+        bos = json.dumps(source.tokenizers.target.id_to_token(config.bos_id))
         snippet = f"""\
 import ctranslate2, tokenizers
 
 model = "THIS_DIR"
 tok = tokenizers.Tokenizer.from_file(f"{{model}}/tokenizer.json")
+tok.encode_special_tokens = True  # as in aiayn: special tokens are never read from text
+special_ids = {special_ids}  # pad, bos, eos, unk: dropped from the output text
 generator = ctranslate2.Generator(model, device="cpu")
 
-# The start token alone, or a prompt: tok.encode(text, add_special_tokens=False).tokens
-prompt = ["{source.tokenizers.target.id_to_token(config.bos_id)}"]
+prompt = [{bos}]  # the start token alone, or a prompt: tok.encode(text, add_special_tokens=False).tokens
 results = generator.generate_batch(  # greedy; sampling_topk=0, sampling_temperature=0.8 samples
-    [prompt], max_length=200, sampling_topk=1,
+    [prompt], max_length={max(1, config.max_len - 1)}, sampling_topk=1,
     include_prompt_in_result=False, return_end_token=True)
 ids = [tok.token_to_id(t) for t in results[0].sequences[0]]
-print(tok.decode(ids, skip_special_tokens=False))
-# The model knows positions < {config.max_len}: prompt + generated tokens must stay below.
+print(tok.decode([i for i in ids if i not in special_ids], skip_special_tokens=False))
+# The model knows positions < {config.max_len}: prompt + generated tokens must stay within them.
 """
     return head + snippet
