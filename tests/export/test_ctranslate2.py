@@ -15,7 +15,7 @@ import torch
 import aiayn
 from aiayn.cli.main import main
 from aiayn.errors import CheckpointError, ConfigError
-from aiayn.export import CTranslate2Generator, CTranslate2Translator, export_ctranslate2
+from aiayn.export import CTranslate2Generator, CTranslate2Translator, export_ctranslate2, export_huggingface
 from aiayn.export.ctranslate2 import AIAYN_FILE
 from aiayn.lm.generate import generate
 from aiayn.model import EncoderOnly, ModelConfig
@@ -213,6 +213,8 @@ def test_refusals_and_errors(model_dirs, tmp_path, capsys):
     EncoderOnly(ModelConfig.tiny(vocab_size=30), num_classes=2).save_pretrained(classifier)
     with pytest.raises(CheckpointError, match="encoder-only classifier"):
         export_ctranslate2(classifier, tmp_path / "nope")
+    with pytest.raises(CheckpointError, match="encoder-only classifier"):
+        export_huggingface(classifier, tmp_path / "nope")
     assert main(["export", "ctranslate2", "--model", str(classifier), "--out", str(tmp_path / "x")]) == 2
     assert "encoder-only" in capsys.readouterr().err
     assert not (tmp_path / "x").exists()
