@@ -80,3 +80,12 @@ class DecoderOnlyLM(PretrainedMixin, nn.Module):
             x, self_mask=None if is_causal else mask, cache=cache, is_causal=is_causal
         )
         return hidden if return_hidden else self.output_projection(hidden)
+
+    @torch.no_grad()
+    def attention_maps(self, tokens: Tensor) -> list[Tensor]:
+        """Masked self-attention probabilities of every layer (Sec. 3.2.3) for one pass over
+        `tokens` (B, T): one (B, H, T, T) tensor per layer, zero above the diagonal."""
+        check_token_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        x = self.embedding_dropout(self.positional(self.embedding(tokens)))
+        _, attention = self.decoder(x, need_weights=True, is_causal=True)
+        return attention.self_attention
