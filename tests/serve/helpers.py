@@ -75,3 +75,38 @@ def request(
         return response.status, json.loads(text) if is_json else text
     finally:
         connection.close()
+
+
+class ThreadedServer:
+    """The service on uvicorn in a thread of this process (127.0.0.1, a free port): cheaper
+    to start than a process, for the page tests. A context manager; `url` is its address."""
+
+    def __init__(self, model_dir: Path, **settings: Any) -> None:
+        import socket
+        import threading
+
+        import uvicorn
+
+        from aiayn.serve.app import ServeSettings, create_app
+        from aiayn.serve.engine import load_engine
+
+        app = create_app(load_engine(model_dir, "cpu"), ServeSettings(**settings))
+        self.socket = socket.socket()
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}/"
+        self.server = uvicorn.Server(uvicorn.Config(app, log_config=None, lifespan="on"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.socket]}, daemon=True)
+
+    def __enter__(self) -> ThreadedServer:
+        self.thread.start()
+        deadline = time.monotonic() + 60
+        while not self.server.started:
+            assert self.thread.is_alive() and time.monotonic() < deadline, "the server did not start"
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(60)
+        self.socket.close()

@@ -66,7 +66,7 @@ def test_jobs_within_the_wait_share_one_call_and_get_their_own_results(make_work
     futures = [worker.submit(job) for job in jobs]
     results = [f.result(timeout=10) for f in futures]
     assert engine.calls == [["a", "b", "c", "d", "e", "f"]]
-    assert [[entries[0][0] for entries in result] for result in results] == [["A", "B"], ["C"], ["D", "E", "F"]]
+    assert [[nbest[0][0] for nbest in r] for r in results] == [["A", "B"], ["C"], ["D", "E", "F"]]
     assert (worker.stats.batches, worker.stats.jobs, worker.stats.largest_batch) == (1, 3, 6)
 
 

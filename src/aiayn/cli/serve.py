@@ -100,6 +100,17 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def exposure_warning(host: str, port: int, api_key: str | None) -> str | None:
+    """The warning printed when the service listens beyond this machine (None on loopback)."""
+    if is_loopback(host):
+        return None
+    advice = "" if api_key else f" (set --api-key or ${API_KEY_ENV})"
+    return (
+        f"aiayn serve: warning: --host {host} accepts connections from other machines: anyone "
+        f"who can reach port {port} can use the model{advice}"
+    )
+
+
 def listen(host: str, port: int) -> socket.socket:
     """A listening TCP socket on host:port (port 0: a free one)."""
     try:
@@ -184,13 +195,9 @@ def run(args: argparse.Namespace) -> int:
     sock = listen(args.host, args.port)
     host, port = sock.getsockname()[:2]
     url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-    if not is_loopback(args.host):
-        advice = "" if api_key else f" (set --api-key or ${API_KEY_ENV})"
-        print(
-            f"aiayn serve: warning: --host {args.host} accepts connections from other machines: anyone "
-            f"who can reach port {port} can use the model{advice}",
-            file=sys.stderr,
-        )
+    warning = exposure_warning(args.host, port, api_key)
+    if warning is not None:
+        print(warning, file=sys.stderr)
     config = uvicorn.Config(
         app, log_config=None, access_log=args.access_log, lifespan="on", timeout_graceful_shutdown=None
     )

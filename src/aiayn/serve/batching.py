@@ -59,9 +59,12 @@ class Job:
 
 @dataclass
 class WorkerStats:
-    """Counters for /health and the load benchmark."""
+    """Counters for /health and the load benchmark: jobs submitted, started and finished
+    (answered or failed), and the translation batches run."""
 
+    submitted: int = 0
     jobs: int = 0
+    completed: int = 0
     batches: int = 0
     batched_sentences: int = 0
     largest_batch: int = 0
@@ -108,6 +111,7 @@ class BatchWorker:
             if self._closing:
                 raise WorkerClosed("the service is shutting down")
             self._queue.put(job)
+            self.stats.submitted += 1
         return job.future
 
     def close(self, timeout: float | None = None) -> None:
@@ -194,15 +198,16 @@ class BatchWorker:
         except Exception as error:
             if len(live) == 1:
                 live[0].future.set_exception(error)
-                return
-            for job in live:
-                try:
-                    job.future.set_result(self._run([job])[0])
-                except Exception as single_error:
-                    job.future.set_exception(single_error)
-            return
-        for job, result in zip(live, results, strict=True):
-            job.future.set_result(result)
+            else:
+                for job in live:
+                    try:
+                        job.future.set_result(self._run([job])[0])
+                    except Exception as single_error:
+                        job.future.set_exception(single_error)
+        else:
+            for job, result in zip(live, results, strict=True):
+                job.future.set_result(result)
+        self.stats.completed += len(live)
 
     def _run(self, jobs: list[Job]) -> list[Any]:
         """Each job's result: one engine call for the whole batch."""
