@@ -47,7 +47,7 @@
       const lm = task === "lm";
       document.querySelectorAll(".lm-only").forEach((node) => { node.hidden = !lm; });
       $("submit").textContent = lm ? "Generate" : "Translate";
-      $("input-title").textContent = lm ? "Prompt" : "Sentence";
+      $("input-title").textContent = lm ? "Type a prompt" : "Type a sentence";
       $("output-title").textContent = lm ? "Continuation" : "Translation";
       $("input").placeholder = lm ? "Type a prompt, then press Enter" : "Type a sentence, then press Enter";
       $("submit").disabled = false;
