@@ -25,7 +25,7 @@ pytest.importorskip("fastapi", reason="the 'serve' extra is not installed (pip i
 from fastapi.testclient import TestClient
 
 from aiayn.serve.app import ServeSettings, create_app
-from aiayn.serve.engine import load_engine
+from aiayn.serve.engine import TranslationEngine, load_engine
 
 
 def client_for(model_dir, **settings) -> TestClient:
@@ -163,6 +163,39 @@ def test_concurrent_requests_are_decoded_together(translation_dir):
     assert [r.json()["translations"][0][0]["text"] for r in responses] == expected
     assert stats["jobs"] == 8 and stats["batched_sentences"] == 8
     assert stats["batches"] < 8 and stats["largest_batch"] >= 2
+
+
+class DelegatingTranslator:
+    """Another engine's translator with aiayn's Translator interface (as CTranslate2's)."""
+
+    def __init__(self, translator: Translator) -> None:
+        self.tokenizers = translator.tokenizers
+        self.calls = 0
+        self._translator = translator
+
+    def translate_hypotheses(self, sentences, **options):
+        self.calls += 1
+        return self._translator.translate_hypotheses(sentences, **options)
+
+
+def test_another_translator_plugs_in_behind_the_engine_interface(translation_dir, tmp_path):
+    translator = Translator.load(translation_dir, "cpu")
+    other = DelegatingTranslator(translator)
+    engine = TranslationEngine(other, translator.model.config, "other", None, tmp_path, "cpu")
+    with TestClient(create_app(engine), raise_server_exceptions=False) as client:
+        body = client.post("/v1/translate", json={"text": SOURCES[:2], "beam": 2}).json()
+        assert [n[0]["text"] for n in body["translations"]] == translator.translate(SOURCES[:2], beam=2)
+        assert other.calls == 1
+        info = client.get("/v1/model").json()
+        assert info["engine"] == "other" and info["parameters"] is None
+        assert_error(client.post("/v1/attention", json={"text": "ja"}), 501, "no attention weights")
+
+
+def test_a_ctranslate2_export_is_named_not_misread(tmp_path, translation_dir):
+    for name in ("config.json", "model.bin"):
+        (tmp_path / name).write_bytes(b"{}")
+    with pytest.raises(Exception, match="CTranslate2 export"):
+        load_engine(tmp_path, "cpu")
 
 
 # ------------------------------------------------------------------ language models

@@ -3,9 +3,10 @@
 The service talks to an `Engine` only: it counts tokens (for the length limits and the
 batching bound), translates a batch of sentences, generates a continuation, and draws
 attention. `load_engine(directory)` picks the engine for a model directory: aiayn's own
-PyTorch decoder (`TorchTranslationEngine`, `TorchLMEngine`) for a directory written by
-`save_pretrained`. Another engine (e.g. CTranslate2 for an exported directory, recognised by
-its `model.bin`) plugs in by implementing the same methods and being returned here.
+PyTorch decoder (`TranslationEngine.load`, `LMEngine`) for a directory written by
+`save_pretrained`. Another engine plugs in by implementing the same methods and being returned
+by `load_engine`; a translator with aiayn's `Translator` interface (as CTranslate2's for an
+exported directory, recognised by its `model.bin`) only needs wrapping in `TranslationEngine`.
 
 Engines are not thread-safe: the service calls the decoding methods from its one worker
 thread only (`aiayn.serve.batching`). `count_tokens` and `info` only read the tokenizers
@@ -116,29 +117,48 @@ def read_languages(directory: Path) -> dict[str, str] | None:
     return None
 
 
-class TorchTranslationEngine:
-    """aiayn's own beam/greedy search (`aiayn.translator.Translator`) for an encoder-decoder
-    model directory."""
+class TranslationEngine:
+    """A translation engine on any translator with aiayn's `Translator` interface
+    (`translate_hypotheses`, `tokenizers`): aiayn's own (`TranslationEngine.load`), or another
+    engine's translator of the same interface (e.g. CTranslate2's, with `name='ctranslate2'`).
 
-    name = "aiayn"
+    Args:
+        translator: the translator.
+        config: the model's `ModelConfig` (max_len, sizes, special-token ids).
+        name: the engine's name.
+        parameters: the number of model parameters (None when unknown).
+        directory: the model directory (for the languages of its training config).
+        device: where it runs, as /v1/model reports it.
+    """
+
     task = "translation"
 
-    def __init__(self, directory: str | Path, device: str | torch.device | None = None) -> None:
-        from aiayn.translator import Translator
-
-        self.directory = Path(directory)
-        self.translator = Translator.load(directory, device)
-        config = self.translator.model.config
+    def __init__(
+        self, translator: Any, config: ModelConfig, name: str, parameters: int | None, directory: Path,
+        device: str,
+    ) -> None:
+        self.translator = translator
+        self.name = name
         self.max_input_tokens = config.max_len  # the sentence's tokens + <eos>
         self._info = {
-            "engine": self.name,
+            "engine": name,
             "task": self.task,
-            "languages": read_languages(self.directory),
+            "languages": read_languages(directory),
             "sizes": model_sizes(config),
-            "parameters": sum(p.numel() for p in self.translator.model.parameters()),
-            "special_tokens": special_tokens(config, self.translator.tokenizers.target.id_to_token),
-            "device": str(self.translator.device),
+            "parameters": parameters,
+            "special_tokens": special_tokens(config, translator.tokenizers.target.id_to_token),
+            "device": device,
         }
+
+    @classmethod
+    def load(cls, directory: str | Path, device: str | torch.device | None = None) -> TranslationEngine:
+        """aiayn's own beam/greedy search (`aiayn.translator.Translator`) on a model directory."""
+        from aiayn.translator import Translator
+
+        translator = Translator.load(directory, device)
+        parameters = sum(p.numel() for p in translator.model.parameters())
+        config, where = translator.model.config, str(translator.device)
+        return cls(translator, config, "aiayn", parameters, Path(directory), where)
 
     def info(self) -> dict[str, Any]:
         return self._info
@@ -165,12 +185,16 @@ class TorchTranslationEngine:
     def attention(self, text: str) -> dict[str, Any]:
         from aiayn.explorer import sentence_entry
         from aiayn.plots.attention_data import attention_examples
+        from aiayn.translator import Translator
 
+        if not isinstance(self.translator, Translator):
+            raise EngineUnsupported(f"the {self.name} engine gives no attention weights; serve the "
+                                    "aiayn model directory to see them")
         example = attention_examples(self.translator, [text], beam=4, where=["text"])[0]
         return sentence_entry(example)
 
 
-class TorchLMEngine:
+class LMEngine:
     """aiayn's own sampling (`aiayn.lm.generate`) for a decoder-only model directory."""
 
     name = "aiayn"
@@ -240,11 +264,16 @@ def load_engine(directory: str | Path, device: str | torch.device | None = None)
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"--model {directory}: not a directory")
+    if (directory / "model.bin").is_file():
+        raise CheckpointError(
+            f"{directory} is a CTranslate2 export (model.bin), and this aiayn has no CTranslate2 "
+            "engine: serve the aiayn model directory it was exported from"
+        )
     model_type = read_model_json(directory)["model_type"]
     if model_type == "transformer":
-        return TorchTranslationEngine(directory, device)
+        return TranslationEngine.load(directory, device)
     if model_type == "decoder_only":
-        return TorchLMEngine(directory, device)
+        return LMEngine(directory, device)
     raise CheckpointError(
         f"{directory} holds a {model_type!r} model; the service serves translation models "
         "('transformer') and language models ('decoder_only')"
