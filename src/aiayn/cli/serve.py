@@ -18,7 +18,6 @@ import contextlib
 import ipaddress
 import logging
 import os
-import signal
 import socket
 import sys
 from collections.abc import Iterator
@@ -157,26 +156,7 @@ def run(args: argparse.Namespace) -> int:
 
     from aiayn.serve.app import ServeSettings, create_app
     from aiayn.serve.engine import load_engine
-
-    class GracefulServer(uvicorn.Server):
-        """uvicorn's server, but a signal ends it with status 0 instead of being raised again
-        after the graceful shutdown (uvicorn re-raises it, which would kill the process)."""
-
-        @contextlib.contextmanager
-        def capture_signals(self) -> Iterator[None]:
-            handled = (signal.SIGINT, signal.SIGTERM)
-            previous = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-            try:
-                yield
-            finally:
-                for sig, handler in previous.items():
-                    signal.signal(sig, handler)
-
-        async def startup(self, sockets=None) -> None:
-            await super().startup(sockets)
-            if self.started:
-                print(f"aiayn serve: {url} ({engine.task} model {args.model}, engine {engine.name}); "
-                      "Ctrl-C or SIGTERM stops it", flush=True)
+    from aiayn.serve.server import GracefulServer
 
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
     if args.threads is not None:
@@ -201,7 +181,9 @@ def run(args: argparse.Namespace) -> int:
     config = uvicorn.Config(
         app, log_config=None, access_log=args.access_log, lifespan="on", timeout_graceful_shutdown=None
     )
-    server = GracefulServer(config)
+    ready = (f"aiayn serve: {url} ({engine.task} model {args.model}, engine {engine.name}); "
+             "Ctrl-C or SIGTERM stops it")
+    server = GracefulServer(config, ready)
     with uvicorn_log(args.access_log):
         try:
             server.run(sockets=[sock])

@@ -9,7 +9,8 @@
 - `batching`: the one worker thread that owns the engine and batches concurrent requests;
 - `schemas`: the request and response bodies (pydantic);
 - `app`: the FastAPI app: endpoints, limits, API key, errors;
-- `page`: the web page, drawn with the explorer's attention view.
+- `page`: the web page, drawn with the explorer's attention view;
+- `server`: uvicorn with a clean exit on SIGTERM/SIGINT (requests in flight are answered).
 
 Needs the optional extra `serve` (FastAPI, uvicorn, pydantic): pip install 'aiayn[serve]'.
 """
