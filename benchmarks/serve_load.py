@@ -275,6 +275,10 @@ def main() -> None:
         "torch": torch.__version__,
         "command": "python " + " ".join(sys.argv),
     }
+    trained = model / "results.json"  # what `aiayn train` wrote: the model's held-out score
+    if trained.is_file():
+        test = json.loads(trained.read_text(encoding="utf-8")).get("test", {})
+        settings["model_test_scores"] = {k: v for k, v in test.items() if k in ("exact_match", "bleu")}
     print(f"aiayn engine on {settings['model']}:", flush=True)
     results: dict[str, Any] = measure(model, options, sentences, args.clients, args.seconds, args.beam)
     if args.ctranslate2 is not None:
