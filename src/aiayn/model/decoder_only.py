@@ -7,6 +7,7 @@ the target vocabulary (`tgt_vocab_size`) and `num_decoder_layers` blocks.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from aiayn.model.config import ModelConfig
@@ -76,6 +77,7 @@ class DecoderOnlyLM(PretrainedMixin, nn.Module):
         """Masked self-attention probabilities of every layer (Sec. 3.2.3) for one pass over
         `tokens` (B, T): one (B, H, T, T) tensor per layer, zero above the diagonal."""
         check_token_ids(tokens, "tokens", self.config.tgt_vocab_size)
-        x = self.embedding_dropout(self.positional(self.embedding(tokens)))
-        _, attention = self.decoder(x, need_weights=True, is_causal=True)
-        return attention.self_attention
+        maps: list[Tensor] = []
+        context = AttentionContext.causal(None, attention_maps=maps)
+        self.decoder(self.embedding_dropout(self.positional(self.embedding(tokens))), context)
+        return maps
