@@ -243,6 +243,7 @@ def main() -> None:
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2, help="the server's torch threads (default 2)")
+    parser.add_argument("--device", default="cpu", help="the server's device (default cpu)")
     parser.add_argument("--batch-wait-ms", type=float, default=5.0)
     parser.add_argument("--max-batch-tokens", type=int, default=4096)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -255,8 +256,8 @@ def main() -> None:
         sentences = [line for line in args.input.read_text(encoding="utf-8").splitlines() if line.strip()]
     else:
         sentences = dates_sentences(1000)
-    options = ["--threads", str(args.threads), "--batch-wait-ms", str(args.batch_wait_ms),
-               "--max-batch-tokens", str(args.max_batch_tokens)]
+    options = ["--threads", str(args.threads), "--device", args.device,
+               "--batch-wait-ms", str(args.batch_wait_ms), "--max-batch-tokens", str(args.max_batch_tokens)]
     import torch
 
     settings = {
@@ -267,6 +268,7 @@ def main() -> None:
         "seconds_per_phase": args.seconds,
         "warmup_seconds": WARMUP_SECONDS,
         "server_threads": args.threads,
+        "device": args.device,
         "batch_wait_ms": args.batch_wait_ms,
         "max_batch_tokens": args.max_batch_tokens,
         "host": HOST,

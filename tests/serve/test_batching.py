@@ -99,6 +99,18 @@ def test_a_lone_job_waits_at_most_batch_wait(make_worker):
     assert time.monotonic() - started < 5  # not stuck waiting for company
 
 
+def test_clients_answered_by_a_batch_may_join_the_next(make_worker):
+    engine = RecordingEngine(delay=1.0)
+    worker = make_worker(engine, batch_wait_ms=200)
+    first = worker.submit(translate_job(["a"]))
+    time.sleep(0.6)  # "a" is decoding: its 200 ms to gather company are over
+    waiting = worker.submit(translate_job(["b"]))  # queued while "a" decodes
+    first.result(timeout=10)
+    returning = worker.submit(translate_job(["c"]))  # the client of "a" sends its next request
+    assert waiting.result(timeout=10) == [[("B", -1.0)]] and returning.result(timeout=10) == [[("C", -1.0)]]
+    assert engine.calls == [["a"], ["b", "c"]]  # not two alternating half batches
+
+
 def test_a_failing_job_fails_alone(make_worker):
     engine = RecordingEngine()
     worker = make_worker(engine, batch_wait_ms=300)

@@ -7,9 +7,10 @@ nbest), are joined into one batch, as long as its padded size (sentences x longe
 sentence, in source tokens) stays within `max_batch_tokens`; the batch is decoded with one
 `Engine.translate` call and each job gets its own slice of the results. A job that does not
 fit, or asks for another search, waits (ahead of newer jobs) for the next batch. Generation
-and attention jobs run one at a time. So torch never runs in two request threads at once,
-and under load, when jobs queue up while a batch decodes, the next batch takes all of them
-without waiting.
+and attention jobs run one at a time. So torch never runs in two request threads at once.
+Under load, jobs queue up while a batch decodes; the next batch takes all of them, and waits
+`batch_wait_ms` after the last batch ended for the clients it just answered, so that N busy
+clients keep sharing one batch rather than settling into two alternating halves.
 
 `close()` stops accepting jobs, finishes every job already submitted, and ends the thread.
 """
@@ -99,6 +100,7 @@ class BatchWorker:
         self._lock = threading.Lock()
         self._closing = False
         self._draining = False  # the worker has seen the end-of-jobs marker
+        self._free_since = 0.0  # when the worker finished its last batch (time.monotonic())
         self._thread = threading.Thread(target=self._loop, name="aiayn-serve-worker", daemon=True)
 
     # ------------------------------------------------------------ caller side
@@ -136,6 +138,7 @@ class BatchWorker:
                 return
             batch = self._collect(first) if first.key is not None else [first]
             self._execute(batch)
+            self._free_since = time.monotonic()
 
     def _next_job(self) -> Job | None:
         """The oldest job: deferred ones first; None when closing and nothing is left."""
@@ -150,8 +153,10 @@ class BatchWorker:
         return job
 
     def _collect(self, first: Job) -> list[Job]:
-        """`first` and the jobs that may join it: same key, within the token bound, arrived
-        before `first.arrival + batch_wait` or already queued when the wait is over."""
+        """`first` and the jobs that may join it: same key, within the token bound, arriving
+        within `batch_wait` of `first` (or of the end of the last batch, if `first` waited for
+        it: then the clients just answered have time to send their next request and join,
+        instead of the clients splitting into two groups that alternate at half the batch)."""
         batch, size, longest = [first], len(first.texts), max(first.lengths, default=0)
         full = False
 
@@ -172,7 +177,7 @@ class BatchWorker:
                 break
             if take(job):
                 self._deferred.remove(job)
-        deadline = first.arrival + self.batch_wait_s
+        deadline = max(first.arrival, self._free_since) + self.batch_wait_s
         while not full and not self._draining:
             remaining = deadline - time.monotonic()
             try:
