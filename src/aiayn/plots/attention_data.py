@@ -24,8 +24,8 @@ import torch
 
 from aiayn.data.special_tokens import BOS_ID, EOS_ID
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.decoding.common import eval_mode
 from aiayn.errors import ConfigError
+from aiayn.eval_mode import eval_mode
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.translator import Translator
 
