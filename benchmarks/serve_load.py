@@ -7,11 +7,14 @@
 Starts `aiayn serve` on 127.0.0.1 (a free port; nothing else is contacted), then for 1, 8
 and 32 concurrent clients, each with its own keep-alive connection, sends single-sentence
 `POST /v1/translate` requests (beam 4, the API's default) back to back for `--seconds`
-(30 by default, after a short unmeasured warm-up), and stops the server (SIGTERM). Reports
-per client count: sentences/s, p50/p95/p99 latency (ms), the error count (any answer but a
-200 with one translation, or a broken connection), and from the server's /health the mean
-number of sentences decoded per batch. Without `--model`, the `dates` model of
-`benchmarks/runs/dates` is used (trained by `aiayn train` first if missing, ~3 minutes).
+(30 by default) per client count, and stops the server (SIGTERM). The seconds are split into
+`--rounds` (3) that alternate the client counts (1, 8, 32, 1, 8, 32, ...), each after a short
+unmeasured warm-up, so that the shared machine's drifting load hits every count alike.
+Reports per client count: sentences/s (the median over rounds), p50/p95/p99 latency (ms, all
+requests), the error count (any answer but a 200 with one translation, or a broken
+connection), and from the server's /health the mean number of sentences decoded per batch.
+Without `--model`, the `dates` model of `benchmarks/runs/dates` is used (trained by
+`aiayn train` first if missing, ~3 minutes).
 
 Target (issue 17): with 32 clients, at least 3x the sentences/s of 1 client, and 0 errors.
 Written to benchmarks/results/serve.json: {"clients_1": {"sentences_per_s", "p50_ms",
@@ -30,6 +33,7 @@ import os
 import platform
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -178,49 +182,73 @@ async def health(port: int) -> dict[str, Any]:
         connection.close()
 
 
-async def phase(port: int, sentences: list[str], clients: int, seconds: float, beam: int) -> dict[str, Any]:
-    """`clients` concurrent clients for a warm-up, then `seconds` measured."""
+async def run_slice(port: int, sentences: list[str], clients: int, seconds: float, beam: int,
+                    records: list[tuple[float, bool]]) -> dict[str, float]:
+    """`clients` concurrent clients for a short warm-up, then `seconds` measured into `records`;
+    returns this slice's sentences/s and the server's batch counters over it."""
     warmup_until = time.monotonic() + WARMUP_SECONDS
     await asyncio.gather(*(client(port, sentences, 997 * c, warmup_until, beam, []) for c in range(clients)))
     before = await health(port)
-    load_before = os.getloadavg()[0]
-    records: list[tuple[float, bool]] = []
+    start = len(records)
     started = time.monotonic()
     until = started + seconds
     await asyncio.gather(*(client(port, sentences, 101 * c, until, beam, records) for c in range(clients)))
     elapsed = time.monotonic() - started
     after = await health(port)
-    latencies = [latency * 1000 for latency, ok in records if ok]
-    batches = after["batches"] - before["batches"]
-    batched = after["batched_sentences"] - before["batched_sentences"]
+    ok = sum(1 for _, good in records[start:] if good)
     return {
-        "sentences_per_s": round(len(latencies) / elapsed, 2),
+        "sentences_per_s": ok / elapsed,
+        "seconds": elapsed,
+        "batches": after["batches"] - before["batches"],
+        "batched_sentences": after["batched_sentences"] - before["batched_sentences"],
+    }
+
+
+def summary(
+    records: list[tuple[float, bool]], slices: list[dict[str, float]], loads: list[float]
+) -> dict[str, Any]:
+    """One client count's figures: the median sentences/s of its slices, pooled latencies."""
+    latencies = [latency * 1000 for latency, ok in records if ok]
+    batches = sum(s["batches"] for s in slices)
+    batched = sum(s["batched_sentences"] for s in slices)
+    return {
+        "sentences_per_s": round(statistics.median(s["sentences_per_s"] for s in slices), 2),
         "p50_ms": round(percentile(latencies, 50), 2),
         "p95_ms": round(percentile(latencies, 95), 2),
         "p99_ms": round(percentile(latencies, 99), 2),
         "errors": sum(1 for _, ok in records if not ok),
         "requests": len(records),
-        "seconds": round(elapsed, 2),
+        "seconds": round(sum(s["seconds"] for s in slices), 2),
+        "sentences_per_s_per_round": [round(s["sentences_per_s"], 2) for s in slices],
         "mean_batch_sentences": round(batched / batches, 2) if batches else None,
-        "load_average_1min": [round(load_before, 2), round(os.getloadavg()[0], 2)],
+        "load_average_1min": [round(x, 2) for x in loads],
     }
 
 
 def measure(model: Path, options: list[str], sentences: list[str], clients: list[int], seconds: float,
-            beam: int) -> dict[str, Any]:
-    """The figures of one engine: a fresh server, one phase per client count."""
+            beam: int, rounds: int) -> dict[str, Any]:
+    """The figures of one engine on a fresh server: `rounds` rounds, each giving every client
+    count `seconds / rounds` in turn, so that drifting machine load hits all counts alike."""
     server = Server(model, options)
+    records: dict[int, list[tuple[float, bool]]] = {count: [] for count in clients}
+    slices: dict[int, list[dict[str, float]]] = {count: [] for count in clients}
+    loads: dict[int, list[float]] = {count: [] for count in clients}
     try:
         engine = asyncio.run(health(server.port))["engine"]
-        figures: dict[str, Any] = {}
-        for count in clients:
-            figures[f"clients_{count}"] = asyncio.run(phase(server.port, sentences, count, seconds, beam))
-            print(f"  {engine}, {count} client(s): {figures[f'clients_{count}']}", flush=True)
+        for round_index in range(rounds):
+            for count in clients:
+                loads[count].append(os.getloadavg()[0])
+                run = run_slice(server.port, sentences, count, seconds / rounds, beam, records[count])
+                figures = asyncio.run(run)
+                slices[count].append(figures)
+                print(f"  {engine}, round {round_index + 1}, {count} client(s): "
+                      f"{figures['sentences_per_s']:.1f} sentences/s", flush=True)
     finally:
         status = server.stop()
-    figures["engine"] = engine
-    figures["server_exit_status"] = status
-    return figures
+    results: dict[str, Any] = {f"clients_{c}": summary(records[c], slices[c], loads[c]) for c in clients}
+    results["engine"] = engine
+    results["server_exit_status"] = status
+    return results
 
 
 def table(name: str, figures: dict[str, Any], clients: list[int]) -> str:
@@ -240,6 +268,8 @@ def main() -> None:
     parser.add_argument("--ctranslate2", type=Path, metavar="DIR",
                         help="also measure this CTranslate2 export directory (its model.bin)")
     parser.add_argument("--seconds", type=float, default=30.0, help="measured seconds per client count")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="split each count's seconds into this many alternating rounds (default 3)")
     parser.add_argument("--clients", type=int, nargs="+", default=[1, 8, 32])
     parser.add_argument("--beam", type=int, default=4)
     parser.add_argument("--threads", type=int, default=2, help="the server's torch threads (default 2)")
@@ -250,6 +280,8 @@ def main() -> None:
     args = parser.parse_args()
     if not 1 <= args.seconds <= 600:
         parser.error("--seconds must be in [1, 600]")
+    if not 1 <= args.rounds <= args.seconds:
+        parser.error("--rounds must be in [1, --seconds]")
 
     model = args.model or ensure_dates_model(DEFAULT_MODEL)
     if args.input is not None:
@@ -265,7 +297,8 @@ def main() -> None:
         "sentences": "generated dates (make_task('dates', seed=17) test split)" if args.input is None
         else str(args.input),
         "request": f"one sentence per POST /v1/translate, beam {args.beam}",
-        "seconds_per_phase": args.seconds,
+        "seconds_per_client_count": args.seconds,
+        "rounds": args.rounds,
         "warmup_seconds": WARMUP_SECONDS,
         "server_threads": args.threads,
         "device": args.device,
@@ -282,11 +315,12 @@ def main() -> None:
         test = json.loads(trained.read_text(encoding="utf-8")).get("test", {})
         settings["model_test_scores"] = {k: v for k, v in test.items() if k in ("exact_match", "bleu")}
     print(f"aiayn engine on {settings['model']}:", flush=True)
-    results: dict[str, Any] = measure(model, options, sentences, args.clients, args.seconds, args.beam)
+    results: dict[str, Any] = measure(model, options, sentences, args.clients, args.seconds, args.beam,
+                                      args.rounds)
     if args.ctranslate2 is not None:
         print(f"ctranslate2 engine on {args.ctranslate2}:", flush=True)
         results["ctranslate2"] = measure(args.ctranslate2, options, sentences, args.clients, args.seconds,
-                                         args.beam)
+                                         args.beam, args.rounds)
         results["ctranslate2"]["settings"] = settings | {"model": str(args.ctranslate2)}
     results["settings"] = settings
 
