@@ -103,7 +103,7 @@ def test_bad_options_are_one_line_errors(translation_dir, options, message, caps
 
 
 def test_bad_model_and_busy_port_are_one_line_errors(tmp_path, translation_dir, capsys):
-    assert main(["serve", "--model", str(tmp_path / "nothing")]) == 2
+    assert main(["serve", "--model", str(tmp_path / "nothing"), "--port", "0"]) == 2
     assert "not a directory" in capsys.readouterr().err
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))

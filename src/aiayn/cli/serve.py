@@ -161,34 +161,34 @@ def run(args: argparse.Namespace) -> int:
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
     if args.threads is not None:
         torch.set_num_threads(args.threads)
-    engine = load_engine(args.model, None if args.device == "auto" else args.device)
-    settings = ServeSettings(
-        max_batch_tokens=args.max_batch_tokens,
-        batch_wait_ms=args.batch_wait_ms,
-        max_request_bytes=args.max_request_bytes,
-        max_sentences=args.max_sentences,
-        max_new_tokens=args.max_new_tokens,
-        api_key=api_key,
-        title=f"aiayn · {args.model.resolve().name}",
-    )
-    app = create_app(engine, settings)
-    sock = listen(args.host, args.port)
-    host, port = sock.getsockname()[:2]
-    url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
-    warning = exposure_warning(args.host, port, api_key)
-    if warning is not None:
-        print(warning, file=sys.stderr)
-    config = uvicorn.Config(
-        app, log_config=None, access_log=args.access_log, lifespan="on", timeout_graceful_shutdown=None
-    )
-    ready = (f"aiayn serve: {url} ({engine.task} model {args.model}, engine {engine.name}); "
-             "Ctrl-C or SIGTERM stops it")
-    server = GracefulServer(config, ready)
-    with uvicorn_log(args.access_log):
-        try:
+    sock = listen(args.host, args.port)  # first: a busy port is reported before the model loads
+    try:
+        engine = load_engine(args.model, None if args.device == "auto" else args.device)
+        settings = ServeSettings(
+            max_batch_tokens=args.max_batch_tokens,
+            batch_wait_ms=args.batch_wait_ms,
+            max_request_bytes=args.max_request_bytes,
+            max_sentences=args.max_sentences,
+            max_new_tokens=args.max_new_tokens,
+            api_key=api_key,
+            title=f"aiayn · {args.model.resolve().name}",
+        )
+        app = create_app(engine, settings)
+        host, port = sock.getsockname()[:2]
+        url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
+        warning = exposure_warning(args.host, port, api_key)
+        if warning is not None:
+            print(warning, file=sys.stderr)
+        config = uvicorn.Config(
+            app, log_config=None, access_log=args.access_log, lifespan="on", timeout_graceful_shutdown=None
+        )
+        ready = (f"aiayn serve: {url} ({engine.task} model {args.model}, engine {engine.name}); "
+                 "Ctrl-C or SIGTERM stops it")
+        server = GracefulServer(config, ready)
+        with uvicorn_log(args.access_log):
             server.run(sockets=[sock])
-        finally:
-            sock.close()
+    finally:
+        sock.close()
     if not server.started:
         print("aiayn serve: error: the service did not start (see the messages above)", file=sys.stderr)
         return 1
