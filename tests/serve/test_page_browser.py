@@ -145,3 +145,21 @@ def test_a_language_models_page_generates_and_shows_self_attention(browser, lm_d
         page.close()
     assert errors == []
     assert all(url.startswith(server.url) for url in requests), requests
+
+
+def test_the_page_asks_for_the_api_key_when_the_service_wants_one(browser, translation_dir):
+    with ThreadedServer(translation_dir, api_key="s3cret") as server:
+        page = browser.new_page()
+        _, errors = watch(page)
+        page.goto(server.url)
+        page.wait_for_selector("body[data-ready='1']")
+        assert page.is_visible("#api-key-row") and "API key" in page.inner_text("#status")
+        page.fill("#api-key", "s3cret")
+        page.press("#api-key", "Tab")  # the key is taken on change
+        page.wait_for_function("document.querySelector('#model-summary').textContent.includes('translation')")
+        page.fill("#input", SOURCES[1])
+        page.press("#input", "Enter")
+        page.wait_for_selector("#heatmap[data-sentence='1']")
+        assert shown(page)[1].size > 0
+        page.close()
+    assert errors == []
