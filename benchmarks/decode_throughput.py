@@ -30,7 +30,6 @@ import torch
 
 from aiayn.data.corpus import read_lines
 from aiayn.data.paths import data_root
-from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from aiayn.decoding import greedy_search
 from aiayn.evaluation import evaluate_translation
 from aiayn.model import ModelConfig, Transformer
@@ -45,14 +44,17 @@ DEFAULT_MODEL = REPO / "benchmarks" / "runs" / "multi30k_de_en"
 RESULTS = Path(__file__).parent / "results" / "decode_throughput.json"
 
 
-def random_sources(count: int, min_len: int, max_len: int, vocab: int, seed: int) -> torch.Tensor:
-    """(count, max_len + 1) random token sentences of random lengths + `<eos>`, right-padded."""
+def random_sources(config: ModelConfig, count: int, min_len: int, max_len: int, seed: int) -> torch.Tensor:
+    """(count, max_len + 1) random token sentences of random lengths + `<eos>`, right-padded
+    (the special ids are `config`'s; the words are ids past them)."""
     generator = torch.Generator().manual_seed(seed)
     lengths = torch.randint(min_len, max_len + 1, (count,), generator=generator)
-    src = torch.full((count, max_len + 1), PAD_ID, dtype=torch.long)
+    src = torch.full((count, max_len + 1), config.pad_id, dtype=torch.long)
+    specials = (config.pad_id, config.bos_id, config.eos_id, config.unk_id)
+    first_word = max(i for i in specials if i is not None) + 1
     for i, n in enumerate(lengths.tolist()):
-        src[i, :n] = torch.randint(4, vocab, (n,), generator=generator)
-        src[i, n] = EOS_ID
+        src[i, :n] = torch.randint(first_word, config.src_vocab_size, (n,), generator=generator)
+        src[i, n] = config.eos_id
     return src
 
 
@@ -77,9 +79,9 @@ def time_once(model: Transformer, src: torch.Tensor, steps: int, use_cache: bool
 @torch.no_grad()
 def reference_greedy(model: ReferenceTransformer, src: torch.Tensor, steps: int) -> torch.Tensor:
     """Uncached greedy search with `nn.Transformer`: encode once, re-decode the prefix per step."""
-    src_padding = src == PAD_ID
+    src_padding = src == model.config.pad_id
     memory = model.transformer.encoder(model.embed(src), src_key_padding_mask=src_padding)
-    tokens = torch.full((src.size(0), 1), BOS_ID, dtype=torch.long, device=src.device)
+    tokens = torch.full((src.size(0), 1), model.config.bos_id, dtype=torch.long, device=src.device)
     for _ in range(steps):
         causal = torch.nn.Transformer.generate_square_subsequent_mask(
             tokens.size(1), dtype=torch.bool, device=src.device
@@ -159,7 +161,7 @@ def main(argv: list[str] | None = None) -> dict:
     config = ModelConfig.preset(args.preset, vocab_size=args.vocab_size)
     model = Transformer(config).to(args.device).eval()
     reference = ReferenceTransformer(config).to(args.device).eval()
-    src = random_sources(args.sentences, args.src_min_len, args.src_max_len, args.vocab_size, 0)
+    src = random_sources(config, args.sentences, args.src_min_len, args.src_max_len, 0)
     src = src.to(args.device)
 
     cached = greedy_search(model, src, max_steps=args.steps, stop_at_eos=False)  # also warms up

@@ -28,6 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aiayn.data.batching import make_batch
+from aiayn.data.special_tokens import TRAINED_SPECIALS
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import config_from_dict
 from aiayn.training.device import autocast, select_device
@@ -64,7 +65,7 @@ def make_batches(count: int, target_tokens: int, vocab: int, seed: int) -> list:
             src.append([rng.randrange(4, vocab) for _ in range(rng.randint(20, 30))])
             tgt.append([rng.randrange(4, vocab) for _ in range(length)])
             tokens += length + 1  # + <eos>
-        batches.append(make_batch(src, tgt))
+        batches.append(make_batch(src, tgt, specials=TRAINED_SPECIALS))  # words: ids past 0..3
     return batches
 
 

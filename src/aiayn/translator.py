@@ -5,7 +5,8 @@
     translator.translate(["Ein Hund läuft."], nbest=2)   # [[Translation('A dog runs.', -0.21), ...]]
     translator.score(["Ein Hund läuft."], ["A dog runs."])  # [-0.93]
 
-A `Translator` tokenizes each source (tokens + `<eos>`), sorts the sentences by length into
+A `Translator` tokenizes each source (tokens + `<eos>`; the special ids are the model
+config's), sorts the sentences by length into
 batches of about `batch_tokens` padded source tokens (little padding, so little wasted work),
 decodes each batch with beam search (Sec. 6.1) or greedy search (beam 1), puts the outputs
 back in input order and detokenizes them.
@@ -21,7 +22,7 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.beam_search import beam_search
 from aiayn.decoding.common import Hypothesis
@@ -75,7 +76,8 @@ class Translator:
     Args:
         model: a trained `Transformer` (its device is used; it is put in eval mode while
             decoding and returned to its previous mode after, so this works mid-training).
-        tokenizers: the `TokenizerPair` the model was trained with.
+        tokenizers: the `TokenizerPair` the model was trained with; its special ids must be
+            the model config's.
     """
 
     def __init__(self, model: Transformer, tokenizers: TokenizerPair) -> None:
@@ -84,15 +86,13 @@ class Translator:
                 f"translation needs an encoder-decoder Transformer, got a {type(model).__name__}"
             )
         config = model.config
-        for side, tokenizer, size in (
-            ("source", tokenizers.source, config.src_vocab_size),
-            ("target", tokenizers.target, config.tgt_vocab_size),
-        ):
-            if tokenizer.vocab_size > size:
-                raise CheckpointError(
-                    f"the {side} tokenizer has {tokenizer.vocab_size} tokens but the model's "
-                    f"{side} vocabulary only {size}"
-                )
+        tokenizers.source.check_fits(config.src_vocab_size, "the model's source embedding")
+        tokenizers.target.check_fits(config.tgt_vocab_size, "the model's target embedding")
+        if tokenizers.specials != SpecialTokens.of(config):
+            raise CheckpointError(
+                f"the tokenizers' special ids {tokenizers.specials} are not the model's "
+                f"{SpecialTokens.of(config)}"
+            )
         self.model = model
         self.tokenizers = tokenizers
 
@@ -108,7 +108,7 @@ class Translator:
                 f"{directory} holds a {model.model_type!r} model; translation needs a "
                 "'transformer' (encoder-decoder) model"
             )
-        return cls(model, TokenizerPair.load(directory))
+        return cls(model, TokenizerPair.load(directory, SpecialTokens.of(model.config)))
 
     @property
     def device(self) -> torch.device:
@@ -167,7 +167,8 @@ class Translator:
         todo = [i for i, text in enumerate(sentences) if text.strip()]
         line_numbers = [line_offset + i + 1 for i in todo]
         encoded = self._encode([sentences[i] for i in todo], "source", line_numbers, on_long_line)
-        sources = [[*ids, EOS_ID] for ids in encoded]
+        eos_id = self.model.config.eos_id
+        sources = [[*ids, eos_id] for ids in encoded]
         pad_id = self.model.config.pad_id
         for batch in length_batches([len(s) for s in sources], batch_tokens):
             src = pad_batch([sources[j] for j in batch], pad_id, self.device)  # (B, S)
@@ -227,7 +228,8 @@ class Translator:
         if len(sources) != len(targets):
             raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
         line_numbers = range(1, len(sources) + 1)
-        src_ids = [[*ids, EOS_ID] for ids in self._encode(sources, "source", line_numbers)]
+        bos_id, eos_id = self.model.config.bos_id, self.model.config.eos_id
+        src_ids = [[*ids, eos_id] for ids in self._encode(sources, "source", line_numbers)]
         tgt_ids = self._encode(targets, "target", line_numbers)
         pad_id = self.model.config.pad_id
         lengths = [max(len(s), len(t) + 1) for s, t in zip(src_ids, tgt_ids, strict=True)]
@@ -235,8 +237,8 @@ class Translator:
         with eval_mode(self.model):
             for batch in length_batches(lengths, batch_tokens):
                 src = pad_batch([src_ids[i] for i in batch], pad_id, self.device)  # (B, S)
-                tgt_in = pad_batch([[BOS_ID, *tgt_ids[i]] for i in batch], pad_id, self.device)
-                labels = pad_batch([[*tgt_ids[i], EOS_ID] for i in batch], pad_id, self.device)
+                tgt_in = pad_batch([[bos_id, *tgt_ids[i]] for i in batch], pad_id, self.device)
+                labels = pad_batch([[*tgt_ids[i], eos_id] for i in batch], pad_id, self.device)
                 logp = F.log_softmax(self.model(src, tgt_in).float(), dim=-1)  # (B, T, V)
                 token_logp = logp.gather(2, labels[:, :, None]).squeeze(2)  # (B, T)
                 sums = token_logp.masked_fill(labels == pad_id, 0.0).sum(dim=1)

@@ -8,7 +8,7 @@ from aiayn.classify.dataset import ClassificationDataset
 
 def dataset(count: int = 40) -> ClassificationDataset:
     ids = [[1] + [5] * (1 + i % 7) for i in range(count)]
-    return ClassificationDataset(ids, [i % 2 for i in range(count)])
+    return ClassificationDataset(ids, [i % 2 for i in range(count)], pad_id=0)
 
 
 def test_a_batch_counts_its_examples():

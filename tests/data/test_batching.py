@@ -6,15 +6,21 @@ import random
 import pytest
 import torch
 
-from aiayn.data import BOS_ID, EOS_ID, PAD_ID, ParallelDataset, make_batch, shard, token_batches
+from aiayn.data import ParallelDataset, make_batch, shard, token_batches
+from aiayn.data.special_tokens import TRAINED_SPECIALS, SpecialTokens
 from aiayn.errors import ConfigError
+
+# The batches take their ids from the tokenizer: here, as a loaded one might have them, after
+# the words (ids 4..99), and 0..3 ordinary words.
+SPECIALS = SpecialTokens(pad_id=100, bos_id=101, eos_id=102, unk_id=None)
+PAD, BOS, EOS = SPECIALS.pad_id, SPECIALS.bos_id, SPECIALS.eos_id
 
 
 def random_dataset(n: int = 600, seed: int = 0, max_len: int = 40) -> ParallelDataset:
     rng = random.Random(seed)
-    src = [[rng.randint(4, 99) for _ in range(rng.randint(1, max_len))] for _ in range(n)]
-    tgt = [[rng.randint(4, 99) for _ in range(rng.randint(1, max_len))] for _ in range(n)]
-    return ParallelDataset(src, tgt)
+    src = [[rng.randint(0, 99) for _ in range(rng.randint(1, max_len))] for _ in range(n)]
+    tgt = [[rng.randint(0, 99) for _ in range(rng.randint(1, max_len))] for _ in range(n)]
+    return ParallelDataset(src, tgt, SPECIALS)
 
 
 @pytest.fixture(scope="module")
@@ -23,24 +29,26 @@ def data() -> ParallelDataset:
 
 
 def unpad(row: torch.Tensor) -> list[int]:
-    return [int(t) for t in row if t != PAD_ID]
+    return [int(t) for t in row if t != PAD]
 
 
-def test_make_batch_layout():
-    batch = make_batch([[5, 6, 7], [8]], [[9], [10, 11, 12, 13]], indices=[4, 2])
-    assert batch.src.tolist() == [[5, 6, 7, EOS_ID], [8, EOS_ID, PAD_ID, PAD_ID]]
-    assert batch.tgt_in.tolist() == [[BOS_ID, 9, PAD_ID, PAD_ID, PAD_ID], [BOS_ID, 10, 11, 12, 13]]
-    assert batch.labels.tolist() == [[9, EOS_ID, PAD_ID, PAD_ID, PAD_ID], [10, 11, 12, 13, EOS_ID]]
+@pytest.mark.parametrize("specials", [TRAINED_SPECIALS, SPECIALS])
+def test_make_batch_layout(specials):
+    pad, bos, eos = specials.pad_id, specials.bos_id, specials.eos_id
+    batch = make_batch([[5, 6, 7], [8]], [[9], [10, 11, 12, 13]], indices=[4, 2], specials=specials)
+    assert batch.src.tolist() == [[5, 6, 7, eos], [8, eos, pad, pad]]
+    assert batch.tgt_in.tolist() == [[bos, 9, pad, pad, pad], [bos, 10, 11, 12, 13]]
+    assert batch.labels.tolist() == [[9, eos, pad, pad, pad], [10, 11, 12, 13, eos]]
     assert batch.src.dtype == batch.tgt_in.dtype == batch.labels.dtype == torch.long
     assert (batch.num_src_tokens, batch.num_tgt_tokens) == (6, 7)
-    assert batch.indices == [4, 2] and len(batch) == 2
-    assert make_batch([[5]], [[6]]).indices == [0]
+    assert batch.indices == [4, 2] and len(batch) == 2 and batch.pad_id == pad
+    assert make_batch([[5]], [[6]], specials=specials).indices == [0]
     with pytest.raises(ValueError):
-        make_batch([[5]], [[6], [7]])
+        make_batch([[5]], [[6], [7]], specials=specials)
 
 
 def test_batch_to_moves_every_tensor():
-    batch = make_batch([[5, 6]], [[7]], indices=[3]).to("meta")
+    batch = make_batch([[5, 6]], [[7]], indices=[3], specials=SPECIALS).to("meta")
     assert batch.src.device.type == batch.tgt_in.device.type == batch.labels.device.type == "meta"
     assert batch.indices == [3] and batch.num_tgt_tokens == 2
 
@@ -49,17 +57,17 @@ def test_shift_right_and_nothing_lost_over_an_epoch(data):
     seen = []
     for batch in data.batches(max_tokens=500, shuffle=True, seed=1):
         tgt_in, labels = batch.tgt_in, batch.labels
-        assert (tgt_in[:, 0] == BOS_ID).all()
-        mask = tgt_in[:, 1:] != PAD_ID  # decoder inputs after <bos>: the previous labels
+        assert (tgt_in[:, 0] == BOS).all()
+        mask = tgt_in[:, 1:] != PAD  # decoder inputs after <bos>: the previous labels
         assert torch.equal(tgt_in[:, 1:][mask], labels[:, :-1][mask])
-        assert torch.equal(tgt_in != PAD_ID, labels != PAD_ID)
+        assert torch.equal(tgt_in != PAD, labels != PAD)
         for row, i in enumerate(batch.indices):
             src, tgt = data[i]
-            assert unpad(batch.src[row]) == [*src, EOS_ID]
-            assert unpad(batch.labels[row]) == [*tgt, EOS_ID]
-            assert unpad(batch.tgt_in[row]) == [BOS_ID, *tgt]
-        assert batch.num_src_tokens == int((batch.src != PAD_ID).sum())
-        assert batch.num_tgt_tokens == int((batch.labels != PAD_ID).sum())
+            assert unpad(batch.src[row]) == [*src, EOS]
+            assert unpad(batch.labels[row]) == [*tgt, EOS]
+            assert unpad(batch.tgt_in[row]) == [BOS, *tgt]
+        assert batch.num_src_tokens == int((batch.src != PAD).sum())
+        assert batch.num_tgt_tokens == int((batch.labels != PAD).sum())
         seen += batch.indices
     assert sorted(seen) == list(range(len(data)))
 
@@ -146,8 +154,10 @@ def test_dataset_ranks_get_disjoint_examples(data):
 
 def test_from_pairs_uses_the_tokenizers():
     class Letters:
+        specials = SpecialTokens(pad_id=0, bos_id=1, eos_id=2, unk_id=None)
+
         def encode_batch(self, texts: list[str]) -> list[list[int]]:
             return [[ord(c) for c in t] for t in texts]
 
     ds = ParallelDataset.from_pairs([("ab", "c"), ("d", "ef")], Letters(), Letters())
-    assert len(ds) == 2 and ds[1] == ([100], [101, 102])
+    assert len(ds) == 2 and ds[1] == ([100], [101, 102]) and ds.specials == Letters.specials

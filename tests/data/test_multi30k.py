@@ -162,5 +162,5 @@ def test_real_multi30k_splits():
     assert pair.target.decode_batch(tgt_ids) == tgt_texts
     kept, stats = filter_pairs(list(zip(src_ids, tgt_ids, strict=True)), 100, origin="val")
     assert stats.kept == len(kept) == len(val)
-    data = ParallelDataset([s for s, _ in kept], [t for _, t in kept])
+    data = ParallelDataset([s for s, _ in kept], [t for _, t in kept], pair.specials)
     assert sum(len(b) for b in data.batches(max_tokens=2000, seed=0)) == len(val)

@@ -4,16 +4,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiayn.data import (
-    BOS_ID,
-    EOS_ID,
-    PAD_ID,
-    SPECIAL_TOKENS,
-    UNK_ID,
-    Tokenizer,
-    TokenizerPair,
-    build_tokenizers,
-)
+from aiayn.data import Tokenizer, TokenizerPair, build_tokenizers
+from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 from aiayn.errors import ConfigError, DataError
 
 SRC = [

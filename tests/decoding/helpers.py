@@ -3,8 +3,11 @@
 import torch
 from torch import nn
 
-from aiayn.data.special_tokens import EOS_ID, PAD_ID
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.model import DecoderOnlyLM, ModelConfig, Transformer
+
+DEFAULT_SPECIALS = SpecialTokens.of(ModelConfig())
+"""The special ids of a model config that does not set them."""
 
 
 def perturb_(model: nn.Module, scale: float = 0.5) -> nn.Module:
@@ -33,13 +36,17 @@ def tiny_lm(seed: int = 0, vocab_size: int = 20, **overrides) -> DecoderOnlyLM:
     return perturb_(model).eval()
 
 
-def source_batch(lengths: list[int], vocab_size: int = 20, seed: int = 0) -> torch.Tensor:
-    """(B, max length + 1) random sources of the given lengths + <eos>, right-padded."""
+def source_batch(
+    lengths: list[int], vocab_size: int = 20, seed: int = 0, specials: SpecialTokens = DEFAULT_SPECIALS
+) -> torch.Tensor:
+    """(B, max length + 1) random sources of the given lengths + <eos>, right-padded; the
+    words are the ids that are not special."""
     generator = torch.Generator().manual_seed(seed)
-    src = torch.full((len(lengths), max(lengths) + 1), PAD_ID, dtype=torch.long)
+    words = torch.tensor([i for i in range(vocab_size) if i not in specials.ids])
+    src = torch.full((len(lengths), max(lengths) + 1), specials.pad_id, dtype=torch.long)
     for i, n in enumerate(lengths):
-        src[i, :n] = torch.randint(4, vocab_size, (n,), generator=generator)
-        src[i, n] = EOS_ID
+        src[i, :n] = words[torch.randint(len(words), (n,), generator=generator)]
+        src[i, n] = specials.eos_id
     return src
 
 

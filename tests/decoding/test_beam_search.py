@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import nn
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.decoding import beam_search, greedy_search, length_penalty
 from aiayn.model import DecoderCache, ModelConfig
 
-from .helpers import approx, source_batch, tiny_transformer
+from .helpers import DEFAULT_SPECIALS, approx, source_batch, tiny_transformer
 
 MAX_STEPS = 4  # outputs of at most 4 tokens, <eos> included
 
@@ -23,32 +23,39 @@ def exhaustive(model, src, vocab_size: int, alpha: float, max_steps: int = MAX_S
 
     Outputs: w_1 .. w_{n-1} <eos> for n <= max_steps, and w_1 .. w_max_steps without <eos>
     (cut at the length limit), where w ranges over the ids that are neither <pad>, <bos>
-    nor <eos>. Score: log P(Y | X) / lp(|Y|) by forced decoding.
+    nor <eos> (the model config's ids). Score: log P(Y | X) / lp(|Y|) by forced decoding.
     """
-    words = [w for w in range(vocab_size) if w not in (PAD_ID, BOS_ID, EOS_ID)]
-    outputs = [(*prefix, EOS_ID) for n in range(max_steps) for prefix in itertools.product(words, repeat=n)]
+    pad, bos, eos = model.config.pad_id, model.config.bos_id, model.config.eos_id
+    words = [w for w in range(vocab_size) if w not in (pad, bos, eos)]
+    outputs = [(*prefix, eos) for n in range(max_steps) for prefix in itertools.product(words, repeat=n)]
     outputs += list(itertools.product(words, repeat=max_steps))
-    labels = torch.full((len(outputs), max_steps), PAD_ID)
+    labels = torch.full((len(outputs), max_steps), pad)
     for i, out in enumerate(outputs):
         labels[i, : len(out)] = torch.tensor(out)
-    tgt_in = torch.cat([torch.full((len(outputs), 1), BOS_ID), labels[:, :-1]], dim=1)
+    tgt_in = torch.cat([torch.full((len(outputs), 1), bos), labels[:, :-1]], dim=1)
     with torch.no_grad():
         logp = model(src.expand(len(outputs), -1), tgt_in).log_softmax(-1)
-    token_logp = logp.gather(2, labels[:, :, None]).squeeze(2).masked_fill(labels == PAD_ID, 0.0)
+    token_logp = logp.gather(2, labels[:, :, None]).squeeze(2).masked_fill(labels == pad, 0.0)
     lengths = torch.tensor([len(out) for out in outputs])
     scores = token_logp.sum(1) / length_penalty(lengths, alpha)
     ranked = sorted(zip(scores.tolist(), outputs, strict=True), reverse=True)
-    return [([w for w in out if w != EOS_ID], score) for score, out in ranked]
+    return [([w for w in out if w != eos], score) for score, out in ranked]
 
 
-@pytest.mark.parametrize(("vocab_size", "beam"), [(5, 24), (6, 108)])
+# Special ids elsewhere than 0..3, as in a tokenizer loaded from a tokenizer.json: the search
+# must read them from the model config (GPT-2 style: one token opens and closes).
+MOVED = {"pad_id": 5, "bos_id": 3, "eos_id": 4, "unk_id": None}
+SHARED_BOS_EOS = {"pad_id": 5, "bos_id": 4, "eos_id": 4, "unk_id": None}
+
+
+@pytest.mark.parametrize(("vocab_size", "beam", "ids"), [(5, 24, {}), (6, 108, {}), (6, 108, MOVED)])
 @pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_wide_beam_equals_exhaustive_search(vocab_size, beam, alpha, seed):
+def test_wide_beam_equals_exhaustive_search(vocab_size, beam, ids, alpha, seed):
     # `beam` = the number of extensions at the last step (live prefixes x (words + <eos>)),
     # so nothing is ever pruned.
-    model = tiny_transformer(seed, vocab_size=vocab_size)
-    src = source_batch([3], vocab_size=vocab_size, seed=seed)
+    model = tiny_transformer(seed, vocab_size=vocab_size, **ids)
+    src = source_batch([3], vocab_size=vocab_size, seed=seed, specials=SpecialTokens.of(model.config))
     expected = exhaustive(model, src, vocab_size, alpha)
     nbest = beam_search(model, src, beam, alpha, nbest=3, max_steps=MAX_STEPS)[0]
     assert [h.tokens for h in nbest] == [tokens for tokens, _ in expected[:3]]
@@ -68,10 +75,11 @@ def test_narrow_beam_never_beats_exhaustive_search(seed, beam, alpha):
     assert best.score == approx(dict((tuple(t), s) for t, s in expected)[tuple(best.tokens)])
 
 
+@pytest.mark.parametrize("ids", [{}, MOVED, SHARED_BOS_EOS])
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
-def test_beam_size_one_without_length_penalty_is_greedy(seed):
-    model = tiny_transformer(seed, vocab_size=12)
-    src = source_batch([4, 2, 6], vocab_size=12, seed=seed)
+def test_beam_size_one_without_length_penalty_is_greedy(seed, ids):
+    model = tiny_transformer(seed, vocab_size=12, **ids)
+    src = source_batch([4, 2, 6], vocab_size=12, seed=seed, specials=SpecialTokens.of(model.config))
     greedy = greedy_search(model, src, max_len_extra=8)
     beam = beam_search(model, src, beam_size=1, alpha=0.0, max_len_extra=8)
     assert [hyps[0].tokens for hyps in beam] == greedy.tokens
@@ -89,9 +97,11 @@ def test_batch_equals_one_by_one():
         assert [h.score for h in alone] == approx([h.score for h in batched[i]])
 
 
-def test_nbest_lists_are_sorted_distinct_and_within_limits():
-    model = tiny_transformer(8, vocab_size=12)
-    src = source_batch([2, 6, 4], vocab_size=12, seed=8)
+@pytest.mark.parametrize("ids", [{}, MOVED, SHARED_BOS_EOS])
+def test_nbest_lists_are_sorted_distinct_and_within_limits(ids):
+    model = tiny_transformer(8, vocab_size=12, **ids)
+    specials = SpecialTokens.of(model.config)
+    src = source_batch([2, 6, 4], vocab_size=12, seed=8, specials=specials)
     results = beam_search(model, src, beam_size=4, alpha=0.6, nbest=4, max_len_extra=3)
     for hyps, n in zip(results, [2, 6, 4], strict=True):
         assert len(hyps) == 4
@@ -100,7 +110,7 @@ def test_nbest_lists_are_sorted_distinct_and_within_limits():
         assert len({tuple(h.tokens) for h in hyps}) == 4
         for h in hyps:
             assert len(h.tokens) <= n + 1 + 3
-            assert not {PAD_ID, BOS_ID, EOS_ID} & set(h.tokens)
+            assert not {specials.pad_id, specials.bos_id, specials.eos_id} & set(h.tokens)
 
 
 class MarkovModel(nn.Module):
@@ -125,12 +135,12 @@ class MarkovModel(nn.Module):
 
 def test_search_goes_on_while_an_open_beam_can_still_win():
     # After <bos>: <eos> 0.52, w 0.48. After w: w 0.99, <eos> 0.01. Outputs of at most 4 tokens.
-    w = 3
+    w, bos, eos = 3, DEFAULT_SPECIALS.bos_id, DEFAULT_SPECIALS.eos_id
     probs = torch.full((5, 5), 1e-9)
-    probs[BOS_ID, EOS_ID], probs[BOS_ID, w] = 0.52, 0.48
-    probs[w, w], probs[w, EOS_ID] = 0.99, 0.01
+    probs[bos, eos], probs[bos, w] = 0.52, 0.48
+    probs[w, w], probs[w, eos] = 0.99, 0.01
     model = MarkovModel(probs.log())
-    src = torch.tensor([[w, EOS_ID]])
+    src = torch.tensor([[w, eos]])
     # alpha 0: [] (log .52 = -0.654) beats [w w w w] (log .48 + 3 log .99 = -0.764)
     best = beam_search(model, src, beam_size=2, alpha=0.0, max_steps=4)[0][0]
     assert best.tokens == [] and best.score == approx(-0.6539)

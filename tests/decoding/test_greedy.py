@@ -3,7 +3,6 @@
 import pytest
 import torch
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from aiayn.decoding import greedy_search, output_limits
 
 from .helpers import approx, source_batch, tiny_transformer
@@ -46,8 +45,8 @@ def test_score_is_the_forced_decoding_log_probability():
     out = greedy_search(model, src, max_len_extra=8)
     tokens = out.tokens[0]
     ended = len(tokens) < 4 + 1 + 8  # stopped by <eos> rather than the length limit
-    labels = torch.tensor([[*tokens, EOS_ID]] if ended else [tokens])
-    tgt_in = torch.tensor([[BOS_ID, *labels[0, :-1].tolist()]])
+    labels = torch.tensor([[*tokens, model.config.eos_id]] if ended else [tokens])
+    tgt_in = torch.tensor([[model.config.bos_id, *labels[0, :-1].tolist()]])
     with torch.no_grad():
         logp = model(src, tgt_in).log_softmax(-1).gather(2, labels[:, :, None]).sum()
     assert out.scores[0] == approx(float(logp))
@@ -56,13 +55,14 @@ def test_score_is_the_forced_decoding_log_probability():
 def test_length_limits_and_no_special_outputs():
     model = tiny_transformer(6)
     src = source_batch([3, 8], seed=6)
-    limits = output_limits(src, PAD_ID, max_len_extra=2)
+    pad_id = model.config.pad_id
+    limits = output_limits(src, pad_id, max_len_extra=2)
     assert limits.tolist() == [4 + 2, 9 + 2]  # source tokens + <eos> + extra
     out = greedy_search(model, src, max_len_extra=2)
     for tokens, limit in zip(out.tokens, limits.tolist(), strict=True):
         assert len(tokens) <= limit
-        assert not {PAD_ID, BOS_ID} & set(tokens)
-    assert output_limits(src, PAD_ID, max_steps=30, model_max_len=16).tolist() == [16, 16]
+        assert not {pad_id, model.config.bos_id} & set(tokens)
+    assert output_limits(src, pad_id, max_steps=30, model_max_len=16).tolist() == [16, 16]
 
 
 def test_model_max_len_caps_the_output():

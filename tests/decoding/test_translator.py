@@ -6,7 +6,6 @@ import pytest
 import torch
 
 import aiayn
-from aiayn.data.special_tokens import EOS_ID
 from aiayn.decoding import beam_search
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.translator import Translation, Translator, length_batches
@@ -78,7 +77,7 @@ def test_long_lines_are_truncated_with_a_warning(translator, caplog):
 
 
 def test_beam_search_is_what_translate_runs(translator):
-    ids = [*translator.tokenizers.source.encode("zwei katzen"), EOS_ID]
+    ids = [*translator.tokenizers.source.encode("zwei katzen"), translator.model.config.eos_id]
     expected = beam_search(translator.model, torch.tensor([ids]), 4, 0.6, max_len_extra=5)[0][0]
     assert translator.translate(["zwei katzen"], max_len_extra=5) == [
         translator.tokenizers.target.decode(expected.tokens)

@@ -106,7 +106,7 @@ def test_consecutive_bad_steps_stop_training_with_a_clear_error(tmp_path):
 
 
 def test_cli_reports_non_finite_training_without_traceback(tmp_path, monkeypatch, capsys):
-    def nan_loss(logits, labels, smoothing):
+    def nan_loss(logits, labels, smoothing, pad_id):
         return logits.float().sum() * float("nan")
 
     monkeypatch.setattr(loss_module, "label_smoothed_nll", nan_loss)
@@ -123,8 +123,8 @@ def test_cli_run_with_a_few_bad_steps_reports_them(tmp_path, monkeypatch, capsys
     real = loss_module.label_smoothed_nll
     calls = {"n": 0}
 
-    def sometimes_nan(logits, labels, smoothing):
-        loss = real(logits, labels, smoothing)
+    def sometimes_nan(logits, labels, smoothing, pad_id):
+        loss = real(logits, labels, smoothing, pad_id)
         if smoothing > 0:  # training (validation uses no smoothing)
             calls["n"] += 1
             if calls["n"] in (3, 7):

@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from aiayn.data.paths import resolve_data_file
-from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, DataError
 from aiayn.lm import dataset as lm_dataset
@@ -15,6 +14,7 @@ from aiayn.lm.run import prepare_lm_data
 from aiayn.training.config import DataConfig
 
 STREAM = list(range(10, 10 + 23))  # 23 distinct token ids: position p holds id 10 + p
+PAD = 7  # any id that is not in the stream
 
 
 def targets_of(windows: TokenWindows, batches) -> Counter:
@@ -24,19 +24,19 @@ def targets_of(windows: TokenWindows, batches) -> Counter:
         for row, start in enumerate(batch.starts):
             for t in range(windows.block_size):
                 position = start + t + 1
-                expected_input = STREAM[start + t] if start + t < len(STREAM) else PAD_ID
+                expected_input = STREAM[start + t] if start + t < len(STREAM) else PAD
                 assert int(batch.inputs[row, t]) == expected_input
                 if position < len(STREAM):
                     assert int(batch.labels[row, t]) == STREAM[position]
                     seen[position] += 1
                 else:  # past the end: a pad label, which the loss ignores
-                    assert int(batch.labels[row, t]) == PAD_ID
+                    assert int(batch.labels[row, t]) == PAD
     return seen
 
 
 @pytest.mark.parametrize("block_size", [1, 4, 5, 22, 30])
 def test_default_stride_makes_every_token_a_target_exactly_once(block_size):
-    windows = TokenWindows(STREAM, block_size)
+    windows = TokenWindows(STREAM, block_size, pad_id=PAD)
     seen = targets_of(windows, windows.batches(3 * block_size, shuffle=True, seed=1))
     assert seen == Counter({p: 1 for p in range(1, len(STREAM))})
     assert windows.num_targets == len(STREAM) - 1
@@ -45,7 +45,7 @@ def test_default_stride_makes_every_token_a_target_exactly_once(block_size):
 
 def test_stride_one_is_the_classic_sliding_window():
     block = 5
-    windows = TokenWindows(STREAM, block, stride=1)
+    windows = TokenWindows(STREAM, block, stride=1, pad_id=PAD)
     assert window_starts(len(STREAM), block, 1) == list(range(len(STREAM) - block))
     assert len(windows) == len(STREAM) - block
     for batch in windows.batches(4 * block, shuffle=False):
@@ -56,7 +56,7 @@ def test_stride_one_is_the_classic_sliding_window():
 
 
 def test_intermediate_stride_covers_every_target():
-    windows = TokenWindows(STREAM, 5, stride=3)
+    windows = TokenWindows(STREAM, 5, stride=3, pad_id=PAD)
     seen = targets_of(windows, windows.batches(10, shuffle=False))
     assert set(seen) == set(range(1, len(STREAM)))
     assert window_starts(len(STREAM), 5, 3) == [0, 3, 6, 9, 12, 15, 18]
@@ -72,7 +72,7 @@ def test_bad_strides_and_streams_are_errors():
 
 
 def test_batches_are_deterministic_and_resume_mid_epoch():
-    windows = TokenWindows(STREAM, 2)
+    windows = TokenWindows(STREAM, 2, pad_id=PAD)
 
     def plan(**kwargs):
         return [b.starts for b in windows.batches(6, **kwargs)]
@@ -91,15 +91,16 @@ def test_validation_windows_cover_the_held_out_tail(tmp_path):
     data = prepare_lm_data(DataConfig(task="text", text_file=str(path), tokenizer="char", block_size=16))
     head, tail = split_text(text, 0.1)
     assert head + tail == text and len(tail) == int(len(text) * 0.1)
-    assert data.train.stream.tolist() == [BOS_ID, *data.tokenizer.encode(head)]
-    assert data.valid.stream.tolist() == [BOS_ID, *data.tokenizer.encode(tail)]
+    bos_id, pad_id = data.tokenizer.specials.bos_id, data.tokenizer.specials.pad_id
+    assert data.train.stream.tolist() == [bos_id, *data.tokenizer.encode(head)]
+    assert data.valid.stream.tolist() == [bos_id, *data.tokenizer.encode(tail)]
     assert data.valid.stride == 16  # non-overlapping whatever the training stride
     labels = [
         int(label)
         for batch in data.valid.batches(64, shuffle=False)
         for row in batch.labels
         for label in row
-        if label != PAD_ID
+        if label != pad_id
     ]
     assert labels == data.tokenizer.encode(tail)  # each held-out token once, in order
 
@@ -137,6 +138,6 @@ def test_bad_text_files_name_the_file_and_line(tmp_path):
 
 
 def test_lm_batch_moves_to_a_device():
-    batch = next(TokenWindows(STREAM, 4).batches(8, shuffle=False))
+    batch = next(TokenWindows(STREAM, 4, pad_id=PAD).batches(8, shuffle=False))
     moved = batch.to(torch.device("cpu"))
     assert torch.equal(moved.inputs, batch.inputs) and moved.num_tgt_tokens == batch.num_tgt_tokens

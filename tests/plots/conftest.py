@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from aiayn.data import Tokenizer, TokenizerPair
-from aiayn.data.special_tokens import BOS_ID, EOS_ID
 from aiayn.model import ModelConfig, Transformer
 from aiayn.translator import Translator
 
@@ -52,7 +51,8 @@ def reference_maps(model_dir, source: str, target_ids: list[int]):
     """The model's own `attention_maps` for `source` and target ids, computed directly."""
     translator = Translator.load(model_dir, "cpu")
     tokenizer = translator.tokenizers.source
-    src = torch.tensor([[*tokenizer.encode(source), EOS_ID]])
-    tgt_in = torch.tensor([[BOS_ID, *target_ids]])
+    config = translator.model.config
+    src = torch.tensor([[*tokenizer.encode(source), config.eos_id]])
+    tgt_in = torch.tensor([[config.bos_id, *target_ids]])
     translator.model.eval()
     return translator.model.attention_maps(src, tgt_in)

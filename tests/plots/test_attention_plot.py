@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from aiayn.cli.main import main
-from aiayn.data.special_tokens import BOS_ID
 from aiayn.errors import ConfigError
 from aiayn.plots.attention import attention_figure, parse_layer, select_panels
 from aiayn.plots.attention_data import attention_example
@@ -78,7 +77,8 @@ def test_translation_target_is_the_greedy_output(model_dir, translator):
     expected = reference_maps(model_dir, TEXT, tokens)
     np.testing.assert_allclose(example.cross, torch.stack([m[0] for m in expected.cross]).numpy(), atol=1e-6)
     tokenizer = translator.tokenizers.target
-    assert example.target_tokens == [tokenizer.id_to_token(i) for i in [BOS_ID, *tokens]]
+    bos_id = translator.model.config.bos_id
+    assert example.target_tokens == [tokenizer.id_to_token(i) for i in [bos_id, *tokens]]
 
 
 def test_layer_selection(translator):

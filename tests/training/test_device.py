@@ -50,7 +50,8 @@ def test_autocast_is_bf16_only_when_asked():
 
 def test_non_blocking_batch_copy_to_cpu_does_not_pin():
     from aiayn.data.batching import make_batch
+    from aiayn.data.special_tokens import TRAINED_SPECIALS
 
-    batch = make_batch([[5, 6, 7]], [[8, 9]])
+    batch = make_batch([[5, 6, 7]], [[8, 9]], specials=TRAINED_SPECIALS)
     moved = batch.to("cpu", non_blocking=True)  # pin_memory would need CUDA: not attempted
     assert torch.equal(moved.src, batch.src) and moved.num_tgt_tokens == batch.num_tgt_tokens

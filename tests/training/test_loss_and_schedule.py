@@ -26,7 +26,7 @@ def test_label_smoothing_matches_the_definition():
 def test_padding_is_ignored_and_no_smoothing_is_nll():
     logits = torch.randn(2, 3, 5)
     labels = torch.tensor([[1, 2, 0], [3, 0, 0]])
-    loss = label_smoothed_nll(logits, labels, 0.0)
+    loss = label_smoothed_nll(logits, labels, 0.0, pad_id=0)
     nll = -logits.log_softmax(-1)[[0, 0, 1], [0, 1, 0], [1, 2, 3]].sum()
     assert float(loss) == pytest.approx(float(nll), rel=1e-5)
 

@@ -20,7 +20,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.data.batching import BatchedDataset, token_batches
-from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.eval_mode import eval_mode
 
@@ -32,7 +31,7 @@ class ClassBatch:
     """A padded batch of texts and their classes.
 
     Attributes:
-        tokens: (B, S) int64 token ids, `PAD_ID` after the end of each text.
+        tokens: (B, S) int64 token ids, the padding id after the end of each text.
         labels: (B,) int64 class indices.
         indices: the dataset index of each row.
     """
@@ -63,32 +62,33 @@ class ClassBatch:
         return replace(self, tokens=tokens, labels=labels)
 
 
-def pad_batch(token_ids: Sequence[Sequence[int]]) -> Tensor:
-    """(B, S) right-padded tensor of the token id lists (S = the longest, at least 1)."""
-    out = torch.full((len(token_ids), max(1, *map(len, token_ids))), PAD_ID, dtype=torch.long)
+def pad_batch(token_ids: Sequence[Sequence[int]], pad_id: int) -> Tensor:
+    """(B, S) tensor of the token id lists, right-padded with `pad_id` (S = the longest, >= 1)."""
+    out = torch.full((len(token_ids), max(1, *map(len, token_ids))), pad_id, dtype=torch.long)
     for row, ids in enumerate(token_ids):
         out[row, : len(ids)] = torch.tensor(ids, dtype=torch.long)
     return out
 
 
 def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_tokens: int, origin: str) -> list[list[int]]:
-    """`<bos>` + the token ids of each text, cut to `max_tokens` text tokens (the number of
-    texts cut short is logged)."""
+    """`<bos>` (the tokenizer's) + the token ids of each text, cut to `max_tokens` text tokens
+    (the number of texts cut short is logged)."""
     encoded = tokenizer.encode_batch(list(texts))
     too_long = sum(len(ids) > max_tokens for ids in encoded)
     if too_long:
         log.warning("%s: %d text(s) longer than %d tokens were truncated", origin, too_long, max_tokens)
-    return [[BOS_ID, *ids[:max_tokens]] for ids in encoded]
+    return [[tokenizer.specials.bos_id, *ids[:max_tokens]] for ids in encoded]
 
 
 class ClassificationDataset(BatchedDataset[ClassBatch]):
-    """Token id lists and class indices, with token-budget batching."""
+    """Token id lists and class indices, with token-budget batching (padded with `pad_id`)."""
 
-    def __init__(self, token_ids: Sequence[list[int]], labels: Sequence[int]) -> None:
+    def __init__(self, token_ids: Sequence[list[int]], labels: Sequence[int], pad_id: int) -> None:
         if len(token_ids) != len(labels):
             raise ValueError(f"{len(token_ids)} texts but {len(labels)} labels")
         self.token_ids = list(token_ids)
         self.labels = list(labels)
+        self.pad_id = pad_id
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -99,7 +99,7 @@ class ClassificationDataset(BatchedDataset[ClassBatch]):
         return token_batches(lengths, lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
 
     def collate(self, indices: list[int]) -> ClassBatch:
-        tokens = pad_batch([self.token_ids[i] for i in indices])
+        tokens = pad_batch([self.token_ids[i] for i in indices], self.pad_id)
         labels = torch.tensor([self.labels[i] for i in indices], dtype=torch.long)
         return ClassBatch(tokens, labels, indices)
 

@@ -8,6 +8,7 @@ from typing import NamedTuple
 import torch
 
 from aiayn.classify.dataset import ClassificationDataset, encode_texts, predict_probabilities
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
 from aiayn.errors import CheckpointError, DataError
 from aiayn.model import EncoderOnly
@@ -26,6 +27,7 @@ class Classifier:
     def __init__(self, model: EncoderOnly, tokenizer: Tokenizer, labels: list[str]) -> None:
         if len(labels) != model.num_classes:
             raise CheckpointError(f"{len(labels)} label names for a model of {model.num_classes} classes")
+        tokenizer.check_fits(model.config.src_vocab_size)
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.labels = labels
@@ -39,7 +41,8 @@ class Classifier:
         labels = extra.get("labels")
         if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
             labels = [str(i) for i in range(model.num_classes)]  # a model trained elsewhere
-        return cls(model, Tokenizer.load(directory / JOINT_FILE), labels)
+        tokenizer = Tokenizer.load(directory / JOINT_FILE, SpecialTokens.of(model.config))
+        return cls(model, tokenizer, labels)
 
     def predict(self, texts: list[str], origin: str = "input") -> list[Prediction]:
         """The prediction for each text (non-empty; longer ones are cut to fit the model's max_len).
@@ -50,6 +53,6 @@ class Classifier:
             if not text.strip():
                 raise DataError(f"{origin}: line {number}: empty text, nothing to classify")
         ids = encode_texts(self.tokenizer, texts, self.model.config.max_len - 1, origin)  # + <bos>
-        dataset = ClassificationDataset(ids, [0] * len(ids))
+        dataset = ClassificationDataset(ids, [0] * len(ids), self.model.config.pad_id)
         probs, predicted = predict_probabilities(self.model, dataset)
         return [Prediction(self.labels[int(c)], float(probs[i, c])) for i, c in enumerate(predicted.tolist())]

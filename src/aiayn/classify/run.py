@@ -31,7 +31,8 @@ from aiayn.classify.dataset import (
 )
 from aiayn.classify.tsv import Example, label_names, read_tsv
 from aiayn.data.paths import resolve_data_file
-from aiayn.data.tokenizer import Tokenizer, train_tokenizer
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.data.tokenizer_spec import make_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import EncoderOnly, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
@@ -81,10 +82,12 @@ def read_splits(data: DataConfig) -> tuple[dict[str, list[Example]], list[str]]:
 
 
 def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> ClassifyData:
-    """Read the splits, train the tokenizer on the training texts (unless given), encode."""
+    """Read the splits, train the tokenizer on the training texts or load it (unless given),
+    encode."""
     splits, labels = read_splits(data)
     if tokenizer is None:
-        tokenizer = train_tokenizer(data.tokenizer, [t for t, _ in splits["train"]], data.vocab_size)
+        texts = [t for t, _ in splits["train"]]
+        tokenizer = make_tokenizer(data.tokenizer, texts, data.vocab_size, data.special_tokens)
     index = {name: i for i, name in enumerate(labels)}
 
     def encode(name: str) -> ClassificationDataset | None:
@@ -92,7 +95,8 @@ def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) 
             return None
         texts = [t for t, _ in splits[name]]
         ids = encode_texts(tokenizer, texts, data.max_sentence_tokens, f"{data.task}/{name}")
-        return ClassificationDataset(ids, [index[label] for _, label in splits[name]])
+        labels_of = [index[label] for _, label in splits[name]]
+        return ClassificationDataset(ids, labels_of, tokenizer.specials.pad_id)
 
     prepared = ClassifyData(tokenizer, labels, encode("train"), encode("valid"), encode("test"))
     log.info(
@@ -107,13 +111,15 @@ def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) 
 
 
 def build_classifier_config(config: RunConfig, tokenizer: Tokenizer, labels: list[str]) -> ModelConfig:
-    """The configured preset with the tokenizer's vocabulary; the label names go to `extra`.
+    """The configured preset with the tokenizer's vocabulary and special ids; the label names
+    go to `extra`.
 
     `max_len` (positions) defaults to `data.max_sentence_tokens` text tokens plus the leading
     `<bos>`."""
+    fixed = {"vocab_size": tokenizer.vocab_size, **tokenizer.specials.as_dict(), "extra": {"labels": labels}}
     return preset_config(
         config,
-        fixed={"vocab_size": tokenizer.vocab_size, "extra": {"labels": labels}},
+        fixed=fixed,
         defaults={"max_len": config.data.max_sentence_tokens + 1, "extra": {"task": config.data.task}},
     )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from aiayn.cli.lm import CONFIGS, load_task_config
+from aiayn.cli.lm import CONFIGS, add_tokenizer_argument, load_task_config
 from aiayn.cli.train import add_run_arguments, check_resume_alone
 from aiayn.errors import ConfigError
 from aiayn.training.config import load_config
@@ -47,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument(
         "--valid-tsv", metavar="VALID.tsv", help="validation examples (default: hold out data.valid_fraction)"
     )
+    add_tokenizer_argument(train)
     add_run_arguments(train)
     train.set_defaults(func=run_train)
 
@@ -68,13 +69,15 @@ def run_train(args: argparse.Namespace) -> int:
     from aiayn.training.run import train_in_session
 
     if args.resume is not None:
-        check_resume_alone(args, "tsv", "valid_tsv")
+        check_resume_alone(args, "tsv", "valid_tsv", "tokenizer")
         run_dir = args.resume
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         if args.valid_tsv and not args.tsv:
             raise ConfigError("--valid-tsv needs --tsv")
         set_fields = {"task": "tsv", "train_tsv": args.tsv, "valid_tsv": args.valid_tsv} if args.tsv else {}
+        if args.tokenizer:
+            set_fields["tokenizer"] = args.tokenizer
         name = args.config or (Path(f"classify-{Path(args.tsv).stem}") if args.tsv else DEFAULT_CONFIG)
         run_dir = args.out or default_run_dir(name)
         path = args.config or (TSV_CONFIG if args.tsv else DEFAULT_CONFIG)

@@ -2,6 +2,7 @@
 
     aiayn lm train --text notes.txt                     # the shakespeare_char settings on notes.txt
     aiayn lm train configs/shakespeare_char.yaml        # the config names its text file
+    aiayn lm train --text novel.txt --tokenizer gpt2    # GPT-2's tokenizer (Hub name or tokenizer.json)
     aiayn lm train --resume runs/shakespeare_char-...   # continue a run
     aiayn lm generate --model runs/shakespeare_char-... --text "ROMEO:" --max-new-tokens 300
 
@@ -59,6 +60,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     train.add_argument("config", nargs="?", type=Path, help="YAML config (default: shakespeare_char)")
     train.add_argument("--text", metavar="FILE", help="the UTF-8 text file (replaces data.text_file)")
+    add_tokenizer_argument(train)
     add_run_arguments(train)
     train.set_defaults(func=run_train)
 
@@ -78,12 +80,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     generate.set_defaults(func=run_generate)
 
 
+def add_tokenizer_argument(parser: argparse.ArgumentParser) -> None:
+    """--tokenizer (for `lm train` and `classify train`): replaces data.tokenizer."""
+    parser.add_argument(
+        "--tokenizer",
+        metavar="SPEC",
+        help="a kind to train (char, byte_bpe, bpe), a Hugging Face tokenizer.json or a directory "
+        "holding one, or a Hub name such as gpt2 (needs internet the first time); replaces "
+        "data.tokenizer. Name its special tokens with --set data.special_tokens='{bos: ..., eos: ...}'",
+    )
+
+
 def run_train(args: argparse.Namespace) -> int:
     from aiayn.lm.run import LM_TASK
     from aiayn.training.run import train_in_session
 
     if args.resume is not None:
-        check_resume_alone(args, "text")
+        check_resume_alone(args, "text", "tokenizer")
         run_dir = args.resume
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
@@ -91,6 +104,8 @@ def run_train(args: argparse.Namespace) -> int:
         name = args.config or (Path(f"lm-{Path(args.text).stem}") if args.text else DEFAULT_CONFIG)
         run_dir = args.out or default_run_dir(name)
         set_fields = {"text_file": args.text} if args.text else {}
+        if args.tokenizer:
+            set_fields["tokenizer"] = args.tokenizer
         config = load_task_config(path, {"task": "text"}, set_fields, args.overrides)
     session = train_in_session(
         LM_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
@@ -112,6 +127,7 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    from aiayn.data.special_tokens import SpecialTokens
     from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
     from aiayn.lm.generate import generate_stream, stream_text
     from aiayn.model import DecoderOnlyLM
@@ -126,7 +142,8 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
         raise ConfigError(f"--top-p must be in (0, 1], got {args.top_p}")
     model = DecoderOnlyLM.from_pretrained(args.model, device=select_device(args.device))
-    tokenizer = Tokenizer.load(args.model / JOINT_FILE)
+    tokenizer = Tokenizer.load(args.model / JOINT_FILE, SpecialTokens.of(model.config))
+    tokenizer.check_fits(model.config.tgt_vocab_size)
     prompt = tokenizer.encode(args.text)
     ids = generate_stream(
         model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed

@@ -7,7 +7,15 @@ from aiayn.data.batching import Batch, BatchedDataset, ParallelDataset, make_bat
 from aiayn.data.corpus import FilterStats, filter_pairs, read_lines, read_parallel
 from aiayn.data.multi30k import MULTI30K_URL, SPLITS, load_multi30k, multi30k_files
 from aiayn.data.paths import data_root
-from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
+from aiayn.data.special_tokens import (  # the *_ID constants: the layout of trained tokenizers
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SPECIAL_TOKENS,
+    TRAINED_SPECIALS,
+    UNK_ID,
+    SpecialTokens,
+)
 from aiayn.data.synthetic import TASKS, format_date, make_task
 from aiayn.data.tokenizer import (
     TOKENIZER_KINDS,
@@ -16,6 +24,7 @@ from aiayn.data.tokenizer import (
     build_tokenizers,
     train_tokenizer,
 )
+from aiayn.data.tokenizer_spec import load_tokenizer, make_tokenizer, make_tokenizers
 
 __all__ = [
     "BOS_ID",
@@ -26,11 +35,13 @@ __all__ = [
     "SPLITS",
     "TASKS",
     "TOKENIZER_KINDS",
+    "TRAINED_SPECIALS",
     "UNK_ID",
     "Batch",
     "BatchedDataset",
     "FilterStats",
     "ParallelDataset",
+    "SpecialTokens",
     "Tokenizer",
     "TokenizerPair",
     "build_tokenizers",
@@ -38,8 +49,11 @@ __all__ = [
     "filter_pairs",
     "format_date",
     "load_multi30k",
+    "load_tokenizer",
     "make_batch",
     "make_task",
+    "make_tokenizer",
+    "make_tokenizers",
     "multi30k_files",
     "read_lines",
     "read_parallel",

@@ -7,7 +7,8 @@ Layout of one example (token ids, no padding):
 * ``labels``: ``y_1 .. y_m <eos>``  (what the decoder must predict at each position).
 
 So a source of ``n`` tokens takes ``n + 1`` positions and a target of ``m`` tokens ``m + 1``.
-Batches are padded with ``PAD_ID`` (0) on the right.
+Batches are padded on the right. The ids of ``<bos>``, ``<eos>`` and the padding come from the
+tokenizer (:class:`~aiayn.data.special_tokens.SpecialTokens`); each batch carries its ``pad_id``.
 
 :func:`token_batches` puts examples of similar length together so that each batch's padded
 size, ``batch_size * max(longest source, longest target)`` in positions, stays within
@@ -23,7 +24,7 @@ from typing import Generic, TypeVar
 
 import torch
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
 
@@ -44,6 +45,7 @@ class Batch:
     num_src_tokens: int  # non-pad positions of src
     num_tgt_tokens: int  # non-pad positions of labels (the tokens the loss is taken over)
     indices: list[int]  # dataset index of each row, to map outputs back to examples
+    pad_id: int  # the padding id after the end of each row
 
     def __len__(self) -> int:
         return self.src.size(0)
@@ -67,8 +69,8 @@ class Batch:
         return replace(self, src=move(self.src), tgt_in=move(self.tgt_in), labels=move(self.labels))
 
 
-def _pad(rows: list[list[int]]) -> torch.Tensor:
-    out = torch.full((len(rows), max(map(len, rows))), PAD_ID, dtype=torch.long)
+def _pad(rows: list[list[int]], pad_id: int) -> torch.Tensor:
+    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
     for i, row in enumerate(rows):
         out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
     return out
@@ -78,8 +80,11 @@ def make_batch(
     src_ids_list: Sequence[Sequence[int]],
     tgt_ids_list: Sequence[Sequence[int]],
     indices: Sequence[int] | None = None,
+    *,
+    specials: SpecialTokens,
 ) -> Batch:
-    """Pad token id lists (without bos/eos) into a :class:`Batch`.
+    """Pad token id lists (without bos/eos) into a :class:`Batch`, with the bos, eos and
+    padding ids of ``specials``.
 
     ``indices`` defaults to ``0 .. B-1``.
     """
@@ -88,16 +93,18 @@ def make_batch(
             f"need as many sources as targets, at least one: "
             f"{len(src_ids_list)} vs {len(tgt_ids_list)}"
         )
-    src = [[*ids, EOS_ID] for ids in src_ids_list]
-    tgt_in = [[BOS_ID, *ids] for ids in tgt_ids_list]
-    labels = [[*ids, EOS_ID] for ids in tgt_ids_list]
+    bos, eos, pad = specials.bos_id, specials.eos_id, specials.pad_id
+    src = [[*ids, eos] for ids in src_ids_list]
+    tgt_in = [[bos, *ids] for ids in tgt_ids_list]
+    labels = [[*ids, eos] for ids in tgt_ids_list]
     return Batch(
-        src=_pad(src),
-        tgt_in=_pad(tgt_in),
-        labels=_pad(labels),
+        src=_pad(src, pad),
+        tgt_in=_pad(tgt_in, pad),
+        labels=_pad(labels, pad),
         num_src_tokens=sum(map(len, src)),
         num_tgt_tokens=sum(map(len, labels)),
         indices=list(indices) if indices is not None else list(range(len(src))),
+        pad_id=pad,
     )
 
 
@@ -228,21 +235,28 @@ class BatchedDataset(ABC, Generic[BatchT]):
 
 
 class ParallelDataset(BatchedDataset[Batch]):
-    """Encoded sentence pairs (token id lists without bos/eos) and their batching."""
+    """Encoded sentence pairs (token id lists without bos/eos) and their batching, which adds
+    the bos, eos and padding ids of ``specials``."""
 
-    def __init__(self, src_ids: Sequence[list[int]], tgt_ids: Sequence[list[int]]) -> None:
+    def __init__(
+        self, src_ids: Sequence[list[int]], tgt_ids: Sequence[list[int]], specials: SpecialTokens
+    ) -> None:
         if len(src_ids) != len(tgt_ids):
             raise ValueError(f"{len(src_ids)} sources but {len(tgt_ids)} targets")
         self.src_ids = list(src_ids)
         self.tgt_ids = list(tgt_ids)
+        self.specials = specials
 
     @classmethod
     def from_pairs(
         cls, pairs: Sequence[tuple[str, str]], source: Tokenizer, target: Tokenizer
     ) -> "ParallelDataset":
-        """Encode text pairs with the ``source`` and ``target`` tokenizers."""
+        """Encode text pairs with the ``source`` and ``target`` tokenizers (the target's special
+        ids, which a model shares with the source's)."""
         return cls(
-            source.encode_batch([s for s, _ in pairs]), target.encode_batch([t for _, t in pairs])
+            source.encode_batch([s for s, _ in pairs]),
+            target.encode_batch([t for _, t in pairs]),
+            target.specials,
         )
 
     def __len__(self) -> int:
@@ -258,4 +272,5 @@ class ParallelDataset(BatchedDataset[Batch]):
         return token_batches(src_lengths, tgt_lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
 
     def collate(self, indices: list[int]) -> Batch:
-        return make_batch([self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices], indices)
+        src, tgt = [self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices]
+        return make_batch(src, tgt, indices, specials=self.specials)

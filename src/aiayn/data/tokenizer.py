@@ -13,10 +13,14 @@
 * :meth:`Tokenizer.train_byte_level_bpe`: GPT-2 style byte-level BPE; exact round trip on any
   text.
 
-Every vocabulary starts with ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` (ids 0..3). These are
+A trained vocabulary starts with ``<pad>``, ``<bos>``, ``<eos>``, ``<unk>`` (ids 0..3). These are
 plain vocabulary entries, not Hugging Face "added tokens": the text ``"<eos>"`` in user input is
-encoded like any other text and never becomes :data:`EOS_ID`. :meth:`Tokenizer.encode` adds no
-``<bos>``/``<eos>``; :meth:`Tokenizer.decode` drops the special ids and nothing else.
+encoded like any other text and never becomes the eos id. A Hugging Face ``tokenizer.json`` made
+elsewhere (GPT-2's, say) loads too (:meth:`Tokenizer.load`, :mod:`aiayn.data.tokenizer_spec`);
+its special ids are found by the rules of :mod:`aiayn.data.special_tokens`, and its special
+tokens, like ours, are never read from text either. Every tokenizer carries its ids as
+:attr:`Tokenizer.specials`. :meth:`Tokenizer.encode` adds no bos/eos; :meth:`Tokenizer.decode`
+drops exactly the special ids and nothing else.
 """
 
 import json
@@ -28,7 +32,13 @@ from typing import Literal
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from aiayn.data.special_tokens import SPECIAL_TOKENS, UNK_ID
+from aiayn.data.special_tokens import (
+    SPECIAL_TOKENS,
+    TRAINED_SPECIALS,
+    UNK_ID,
+    SpecialTokens,
+    resolve_special_tokens,
+)
 from aiayn.errors import ConfigError, DataError
 from aiayn.files import atomic_write_text
 
@@ -41,17 +51,58 @@ TOKENIZER_KINDS: tuple[str, ...] = ("bpe", "char", "byte_bpe")
 
 
 class Tokenizer:
-    """A trained tokenizer: text <-> token ids, with the special tokens at ids 0..3."""
+    """Text <-> token ids, with the special ids of its vocabulary.
 
-    def __init__(self, hf: tokenizers.Tokenizer) -> None:
-        """Wrap ``hf``; raise :class:`DataError` unless ids 0..3 are the special tokens."""
-        for i, token in enumerate(SPECIAL_TOKENS):
-            if hf.id_to_token(i) != token:
+    Args:
+        hf: the Hugging Face tokenizer.
+        specials: its special ids; None = the trained layout, ``<pad> <bos> <eos> <unk>`` at
+            0..3 (a :class:`DataError` if ``hf`` does not start with them).
+        path: the file it was read from, named in error messages.
+    """
+
+    def __init__(
+        self, hf: tokenizers.Tokenizer, specials: SpecialTokens | None = None, path: str | Path | None = None
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        if specials is None:
+            for i, token in enumerate(SPECIAL_TOKENS):
+                if hf.id_to_token(i) != token:
+                    raise DataError(
+                        f"tokenizer vocabulary must start with {SPECIAL_TOKENS}, "
+                        f"but id {i} is {hf.id_to_token(i)!r}"
+                    )
+            specials = TRAINED_SPECIALS
+        self.hf = _prepared(hf)
+        self.specials = specials
+        self.vocab_size = max(hf.get_vocab(with_added_tokens=True).values(), default=-1) + 1
+        """Number of token ids (the largest id plus one)."""
+        for name, token_id in specials.as_dict().items():
+            if token_id is not None and not 0 <= token_id < self.vocab_size:
                 raise DataError(
-                    f"tokenizer vocabulary must start with {SPECIAL_TOKENS}, "
-                    f"but id {i} is {hf.id_to_token(i)!r}"
+                    f"{self.origin}: special token {name} = {token_id} is not an id of its "
+                    f"{self.vocab_size} tokens"
                 )
-        self.hf = hf
+
+    @property
+    def origin(self) -> str:
+        """The file the tokenizer came from, or 'tokenizer'."""
+        return str(self.path) if self.path is not None else "tokenizer"
+
+    def __getstate__(self) -> dict:
+        return {"hf": self.hf.to_str(), "specials": self.specials, "path": self.path}
+
+    def __setstate__(self, state: dict) -> None:
+        # Through the JSON, as Hugging Face pickles, and __init__ sets the runtime switches again.
+        self.__init__(tokenizers.Tokenizer.from_str(state["hf"]), state["specials"], state["path"])
+
+    def check_fits(self, num_embeddings: int, what: str = "the model's embedding") -> None:
+        """Raise :class:`DataError`, naming the file and the first token without a row, when
+        the vocabulary has more tokens than ``num_embeddings``."""
+        if self.vocab_size > num_embeddings:
+            raise DataError(
+                f"{self.origin}: token {self.hf.id_to_token(num_embeddings)!r} (id {num_embeddings}) "
+                f"has no row in {what} of {num_embeddings} tokens; this tokenizer has {self.vocab_size}"
+            )
 
     # ----------------------------------------------------------------- builders
     @classmethod
@@ -141,11 +192,6 @@ class Tokenizer:
         return cls(hf)
 
     # ----------------------------------------------------------------- use
-    @property
-    def vocab_size(self) -> int:
-        """Number of token ids (the largest id plus one)."""
-        return self.hf.get_vocab_size(with_added_tokens=True)
-
     def encode(self, text: str) -> list[int]:
         """Token ids of ``text``, without ``<bos>``/``<eos>``."""
         return self.hf.encode(text, add_special_tokens=False).ids
@@ -159,14 +205,14 @@ class Tokenizer:
         return [e.ids for e in encodings]
 
     def decode(self, ids: Iterable[int]) -> str:
-        """Text of ``ids``; special ids (pad, bos, eos, unk) are skipped, nothing stops early."""
-        return self.hf.decode(_drop_special(ids), skip_special_tokens=False)
+        """Text of ``ids``; the special ids (pad, bos, eos, unk) are skipped and nothing else."""
+        return self.decode_batch([ids])[0]
 
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         """:meth:`decode` of each id sequence."""
-        return self.hf.decode_batch(
-            [_drop_special(ids) for ids in batch], skip_special_tokens=False
-        )
+        special = self.specials.ids
+        kept = [[int(i) for i in ids if int(i) not in special] for ids in batch]
+        return self.hf.decode_batch(kept, skip_special_tokens=False)
 
     def id_to_token(self, i: int) -> str:
         """The token string of id ``i``; :class:`IndexError` if ``i`` is not in the vocabulary."""
@@ -186,19 +232,45 @@ class Tokenizer:
         atomic_write_text(path, self.hf.to_str(pretty=False))
 
     @classmethod
-    def load(cls, path: str | Path) -> "Tokenizer":
-        """Read a tokenizer saved by :meth:`save`; missing or corrupt file -> :class:`DataError`."""
+    def load(
+        cls,
+        path: str | Path,
+        specials: SpecialTokens | None = None,
+        names: dict[str, str | None] | None = None,
+    ) -> "Tokenizer":
+        """Read a Hugging Face ``tokenizer.json`` (one saved by :meth:`save`, or made elsewhere).
+
+        Args:
+            path: the file; missing or not a tokenizer -> :class:`DataError` naming it.
+            specials: its special ids, as a model directory's ``config.json`` stores them.
+            names: without ``specials``, the ``data.special_tokens`` mapping; the ids are then
+                found by the rules of :mod:`aiayn.data.special_tokens` (which may append a
+                padding token).
+        """
         path = Path(path)
         if not path.is_file():
             raise DataError(f"tokenizer file not found: {path}")
         try:
             hf = tokenizers.Tokenizer.from_str(path.read_text(encoding="utf-8"))
         except Exception as err:  # OSError, UnicodeDecodeError, or tokenizers' plain Exception
-            raise DataError(f"cannot read tokenizer file {path}: {err}") from err
-        try:
-            return cls(hf)
-        except DataError as err:
-            raise DataError(f"bad tokenizer file {path}: {err}") from err
+            message = str(err).splitlines()[0] if str(err) else type(err).__name__
+            raise DataError(f"{path}: not a valid tokenizer file ({message})") from None
+        return cls.from_hf(hf, str(path), specials, names, path)
+
+    @classmethod
+    def from_hf(
+        cls,
+        hf: tokenizers.Tokenizer,
+        origin: str,
+        specials: SpecialTokens | None = None,
+        names: dict[str, str | None] | None = None,
+        path: str | Path | None = None,
+    ) -> "Tokenizer":
+        """Wrap a Hugging Face tokenizer made elsewhere; ``origin`` names it in errors. The
+        special ids are ``specials``, or found from ``names`` and the vocabulary."""
+        if specials is None:
+            specials = resolve_special_tokens(hf, names, origin)
+        return cls(hf, specials, path)
 
     def __repr__(self) -> str:
         return f"Tokenizer(vocab_size={self.vocab_size}, model={type(self.hf.model).__name__})"
@@ -211,8 +283,13 @@ def _without_added_tokens(hf: tokenizers.Tokenizer) -> dict:
     return spec
 
 
-def _drop_special(ids: Iterable[int]) -> list[int]:
-    return [int(i) for i in ids if int(i) >= NUM_SPECIAL]
+def _prepared(hf: tokenizers.Tokenizer) -> tokenizers.Tokenizer:
+    """``hf`` set up for aiayn: special tokens are never read from text (only the code puts
+    bos/eos/pad in place), and no truncation or padding behind the code's back."""
+    hf.encode_special_tokens = True
+    hf.no_truncation()
+    hf.no_padding()
+    return hf
 
 
 JOINT_FILE = "tokenizer.json"
@@ -226,6 +303,18 @@ class TokenizerPair:
 
     source: Tokenizer
     target: Tokenizer
+
+    def __post_init__(self) -> None:
+        if self.source.specials != self.target.specials:
+            raise DataError(
+                f"the source and target tokenizers have different special ids ({self.source.specials} "
+                f"vs {self.target.specials}); a model has one set"
+            )
+
+    @property
+    def specials(self) -> SpecialTokens:
+        """The special ids, the same on both sides."""
+        return self.source.specials
 
     @property
     def is_joint(self) -> bool:
@@ -251,8 +340,14 @@ class TokenizerPair:
             (directory / name).unlink(missing_ok=True)
 
     @classmethod
-    def load(cls, directory: str | Path) -> "TokenizerPair":
-        """Read the tokenizers saved by :meth:`save` from ``directory``."""
+    def load(
+        cls,
+        directory: str | Path,
+        specials: SpecialTokens | None = None,
+        names: dict[str, str | None] | None = None,
+    ) -> "TokenizerPair":
+        """Read the tokenizers saved by :meth:`save` from ``directory``, with the special ids
+        ``specials`` (a model directory's) or, without them, found as :meth:`Tokenizer.load` does."""
         directory = Path(directory)
         joint = directory / JOINT_FILE
         src, tgt = directory / SOURCE_FILE, directory / TARGET_FILE
@@ -263,10 +358,10 @@ class TokenizerPair:
                 "remove one layout"
             )
         if has_joint:
-            tok = Tokenizer.load(joint)
+            tok = Tokenizer.load(joint, specials, names)
             return cls(tok, tok)
         if has_pair:
-            return cls(Tokenizer.load(src), Tokenizer.load(tgt))
+            return cls(Tokenizer.load(src, specials, names), Tokenizer.load(tgt, specials, names))
         raise DataError(
             f"no tokenizer in {directory}: expected {JOINT_FILE} or {SOURCE_FILE} + {TARGET_FILE}"
         )

@@ -10,7 +10,8 @@ search is over leave the batch, so the rows shrink as decoding goes on.
 
 One step, for each sentence with K open beams of t tokens (running log-prob sums s_k):
 
-1. every extension (k, w) scores s_k + log p(w | beam k); `<pad>`/`<bos>` are excluded;
+1. every extension (k, w) scores s_k + log p(w | beam k); `<pad>`/`<bos>` are excluded (the
+   model's ids, from its config);
 2. an extension ending in `<eos>` that ranks among the K best extensions becomes a finished
    hypothesis with score (s_k + log p(<eos>)) / lp(t + 1); the N best finished are kept;
 3. the K best extensions not ending in `<eos>` become the new open beams;
@@ -34,8 +35,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID
-from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, output_limits
+from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, never_generated, output_limits
 from aiayn.eval_mode import eval_mode
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import padding_mask_or_none
@@ -84,8 +84,8 @@ def beam_search(
     max_len_extra: int = 50,
     nbest: int = 1,
     max_steps: int | None = None,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences (see the module docstring for the algorithm).
 
@@ -98,6 +98,7 @@ def beam_search(
             including `<eos>` (paper: 50), capped by the model's `max_len`.
         nbest: N <= K hypotheses returned per sentence.
         max_steps: instead, a fixed length limit for every sentence.
+        bos_id, eos_id: the start and end ids (default: the model config's).
 
     Returns:
         For each sentence, up to N `Hypothesis(tokens, score)`, best first; tokens exclude
@@ -105,6 +106,8 @@ def beam_search(
     """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"need 1 <= nbest <= beam_size, got nbest={nbest}, beam_size={beam_size}")
+    bos_id = model.config.bos_id if bos_id is None else bos_id
+    eos_id = model.config.eos_id if eos_id is None else eos_id
     with eval_mode(model):
         return _beam_search(model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id)
 
@@ -120,6 +123,7 @@ def _beam_search(
     """
     config, device = model.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
+    forbidden = never_generated(config.pad_id, bos_id, eos_id)
     limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
     L = int(limits.max())
     src_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
@@ -145,7 +149,7 @@ def _beam_search(
     for t in range(L):
         b = sentence.numel()
         hidden = model.decode(last, memory, row_mask, cache=cache, return_hidden=True)
-        logp = log_probs(model.output_projection(hidden[:, -1]))  # (b*K, V)
+        logp = log_probs(model.output_projection(hidden[:, -1]), forbidden)  # (b*K, V)
         cand = (beam_scores.view(-1, 1) + logp).view(b, K * V)  # extension (k, w) at k*V + w
         lp_now = float(length_penalty(t + 1, alpha))
 

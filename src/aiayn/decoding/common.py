@@ -2,14 +2,16 @@
 
 Conventions of every decoder in `aiayn.decoding`:
 
+- the special ids are the model's: `config.pad_id`, `config.bos_id`, `config.eos_id` (stored
+  in its `config.json`, set by its tokenizer);
 - the source is (B, S) token ids, right-padded with `config.pad_id`, each row ending with
   `<eos>` (see `aiayn.data.batching`); the decoder starts from `<bos>`;
 - a *hypothesis* is the list of generated tokens without `<bos>` and without the final
   `<eos>`; its length |Y| counts the generated tokens *including* `<eos>` (a hypothesis
   cut off at the length limit has no `<eos>`, and |Y| is the limit);
-- `<pad>` and `<bos>` are never generated (their log-probability is set to -inf), but
-  their probability mass is not redistributed: scores are log-probabilities under the
-  model's full softmax.
+- `<pad>` and `<bos>` are never generated (their log-probability is set to -inf; a `<bos>`
+  that is also `<eos>`, as GPT-2's `<|endoftext|>`, stays allowed), but their probability
+  mass is not redistributed: scores are log-probabilities under the model's full softmax.
 """
 
 from __future__ import annotations
@@ -19,8 +21,6 @@ from typing import NamedTuple
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
-from aiayn.data.special_tokens import BOS_ID, PAD_ID
 
 
 class Hypothesis(NamedTuple):
@@ -70,8 +70,15 @@ def length_penalty(length: Tensor | int | float, alpha: float) -> Tensor:
     return ((5.0 + length) / 6.0) ** alpha
 
 
-def log_probs(logits: Tensor, forbidden: tuple[int, ...] = (PAD_ID, BOS_ID)) -> Tensor:
-    """(N, V) next-token logits -> (N, V) log-probabilities, -inf at `forbidden` ids.
+def never_generated(pad_id: int, bos_id: int, eos_id: int) -> tuple[int, ...]:
+    """The ids a decoder never emits: pad, and bos unless it is also eos (GPT-2's
+    `<|endoftext|>`)."""
+    return tuple(sorted({pad_id, bos_id} - {eos_id}))
+
+
+def log_probs(logits: Tensor, forbidden: tuple[int, ...]) -> Tensor:
+    """(N, V) next-token logits -> (N, V) log-probabilities, -inf at `forbidden` ids
+    (see `never_generated`).
 
     Half-precision logits are promoted to float32 before the softmax.
     """

@@ -18,8 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID
-from aiayn.decoding.common import log_probs, output_limits
+from aiayn.decoding.common import log_probs, never_generated, output_limits
 from aiayn.eval_mode import eval_mode
 from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer
@@ -39,8 +38,8 @@ def greedy_search(
     max_steps: int | None = None,
     use_cache: bool = True,
     stop_at_eos: bool = True,
-    bos_id: int = BOS_ID,
-    eos_id: int = EOS_ID,
+    bos_id: int | None = None,
+    eos_id: int | None = None,
 ) -> GreedyOutput:
     """Decode a batch of sentences, taking the arg-max token at every step.
 
@@ -53,6 +52,7 @@ def greedy_search(
         use_cache: decode one position per step with the key/value cache (fast), or
             re-run the decoder on the whole prefix (slow, for checks and benchmarks).
         stop_at_eos: False keeps generating after `<eos>` up to the limit (benchmarks).
+        bos_id, eos_id: the start and end ids (default: the model config's).
 
     Returns:
         `GreedyOutput`: B token lists (without `<eos>`) and B summed log-probabilities of
@@ -60,6 +60,9 @@ def greedy_search(
     """
     with eval_mode(model):
         config = model.config
+        bos_id = config.bos_id if bos_id is None else bos_id
+        eos_id = config.eos_id if eos_id is None else eos_id
+        forbidden = never_generated(config.pad_id, bos_id, eos_id)
         batch = src.size(0)
         src_mask = padding_mask_or_none(src, config.pad_id)  # (B, S) or None
         limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
@@ -74,7 +77,7 @@ def greedy_search(
         for t in range(steps):
             tgt_in = out[:, t : t + 1] if use_cache else out[:, : t + 1]  # (B, 1) or (B, t+1)
             hidden = model.decode(tgt_in, memory, src_mask, cache=cache, return_hidden=True)
-            logp = log_probs(model.output_projection(hidden[:, -1]))  # (B, V)
+            logp = log_probs(model.output_projection(hidden[:, -1]), forbidden)  # (B, V)
             best_logp, best = logp.max(dim=-1)  # (B,), (B,)
             active = ~finished
             out[:, t + 1] = torch.where(active, best, config.pad_id)

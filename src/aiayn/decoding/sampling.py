@@ -16,7 +16,6 @@ from collections.abc import Iterable, Iterator, Sequence
 import torch
 from torch import Tensor
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.kv_cache import DecoderCache
 
@@ -56,19 +55,21 @@ def sample_stream(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
-    stop_ids: Iterable[int] = (EOS_ID,),
+    stop_ids: Iterable[int] | None = None,
 ) -> Iterator[int]:
     """Yield newly generated token ids one at a time (for streaming to a terminal).
 
     Args:
         model: a `DecoderOnlyLM` (put in eval mode while generating).
-        prompt_ids: the context; an empty prompt starts from `<bos>`. A prompt longer than
-            the model's `max_len` keeps its last `max_len` tokens (with a warning).
+        prompt_ids: the context; an empty prompt starts from `<bos>` (`model.config.bos_id`).
+            A prompt longer than the model's `max_len` keeps its last `max_len` tokens (with a
+            warning).
         max_new_tokens: the most tokens generated.
         temperature: > 0 divides the logits; 0 = greedy (arg-max).
         top_k, top_p: see `filter_logits`.
         seed: seeds a private `torch.Generator` (None: a random seed).
-        stop_ids: generation ends after yielding one of these ids (default `<eos>`).
+        stop_ids: generation ends after yielding one of these ids (default: the model's
+            `<eos>`, `model.config.eos_id`).
 
     Generation also ends when the context fills the model's positions (`max_len`).
     """
@@ -77,11 +78,11 @@ def sample_stream(
     if max_new_tokens < 0:
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     max_len = model.config.max_len
-    prompt = [int(i) for i in prompt_ids] or [BOS_ID]
+    prompt = [int(i) for i in prompt_ids] or [model.config.bos_id]
     if len(prompt) > max_len:
         log.warning("prompt of %d tokens truncated to its last %d (max_len)", len(prompt), max_len)
         prompt = prompt[-max_len:]
-    stops = set(stop_ids)
+    stops = {model.config.eos_id} if stop_ids is None else set(stop_ids)
     device = next(model.parameters()).device
     generator = torch.Generator(device=device)
     if seed is None:
@@ -130,7 +131,7 @@ def sample(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
-    stop_ids: Iterable[int] = (EOS_ID,),
+    stop_ids: Iterable[int] | None = None,
 ) -> list[int]:
     """The generated token ids (without the prompt; a stop id, if reached, is included).
 

@@ -31,7 +31,6 @@ from torch import Tensor
 
 from aiayn.data.batching import BatchedDataset
 from aiayn.data.corpus import read_bytes
-from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, DataError
 
@@ -44,15 +43,17 @@ class LMBatch:
 
     Attributes:
         inputs: (B, T) int64 token ids read by the model.
-        labels: (B, T) int64 next-token targets; `PAD_ID` where there is no target.
+        labels: (B, T) int64 next-token targets; `pad_id` where there is no target.
         num_tgt_tokens: number of non-pad labels (the tokens the loss is taken over).
         starts: stream offset of each window, to map rows back to the text.
+        pad_id: the padding id (inputs and labels after the end of the stream).
     """
 
     inputs: Tensor
     labels: Tensor
     num_tgt_tokens: int
     starts: list[int]
+    pad_id: int
 
     def __len__(self) -> int:
         return self.inputs.size(0)
@@ -104,16 +105,20 @@ class TokenWindows(BatchedDataset[LMBatch]):
         stream: (N,) token ids (a list or a 1-D tensor), normally starting with `<bos>`.
         block_size: positions per window T.
         stride: tokens between window starts (default `block_size`: non-overlapping).
+        pad_id: the tokenizer's padding id, after the end of the stream.
     """
 
-    def __init__(self, stream: Sequence[int] | Tensor, block_size: int, stride: int | None = None) -> None:
+    def __init__(
+        self, stream: Sequence[int] | Tensor, block_size: int, stride: int | None = None, *, pad_id: int
+    ) -> None:
         self.stream = torch.as_tensor(stream, dtype=torch.long).flatten()
         self.block_size = block_size
         self.stride = block_size if stride is None else stride
+        self.pad_id = pad_id
         self.starts = torch.tensor(window_starts(self.stream.numel(), block_size, self.stride))
         # Padded so that every window, the last (shorter) one included, has T + 1 positions.
         need = int(self.starts[-1]) + block_size + 1 - self.stream.numel()
-        self._padded = torch.cat([self.stream, torch.full((max(need, 0),), PAD_ID, dtype=torch.long)])
+        self._padded = torch.cat([self.stream, torch.full((max(need, 0),), pad_id, dtype=torch.long)])
         self._offsets = torch.arange(block_size + 1)
 
     def __len__(self) -> int:
@@ -135,7 +140,7 @@ class TokenWindows(BatchedDataset[LMBatch]):
         starts = self.starts[rows]
         chunk = self._padded[starts[:, None] + self._offsets]  # (B, T + 1)
         inputs, labels = chunk[:, :-1], chunk[:, 1:]  # past the stream end: pad, no target
-        return LMBatch(inputs, labels, int((labels != PAD_ID).sum()), starts.tolist())
+        return LMBatch(inputs, labels, int((labels != self.pad_id).sum()), starts.tolist(), self.pad_id)
 
     def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
         """One epoch of batches of `max_tokens // block_size` windows (the last may hold fewer).
@@ -193,5 +198,6 @@ def encode_text(tokenizer: Tokenizer, text: str) -> list[int]:
 
 
 def text_stream(tokenizer: Tokenizer, text: str) -> list[int]:
-    """`<bos>` followed by the token ids of `text`: the stream that windows are cut from."""
-    return [BOS_ID, *encode_text(tokenizer, text)]
+    """`<bos>` (the tokenizer's) followed by the token ids of `text`: the stream that windows
+    are cut from."""
+    return [tokenizer.specials.bos_id, *encode_text(tokenizer, text)]

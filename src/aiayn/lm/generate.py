@@ -15,7 +15,6 @@ from __future__ import annotations
 import random
 from collections.abc import Iterable, Iterator, Sequence
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decoding.sampling import sample_stream
 from aiayn.model.decoder_only import DecoderOnlyLM
@@ -40,18 +39,20 @@ def generate_stream(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
-    stop_ids: Iterable[int] = (EOS_ID,),
+    stop_ids: Iterable[int] | None = None,
     context: int | None = None,
 ) -> Iterator[int]:
     """Yield up to `max_new_tokens` generated ids, one at a time.
 
     Args:
         model: a `DecoderOnlyLM`.
-        prompt_ids: the prompt; empty = start from `<bos>` (as every training stream does).
+        prompt_ids: the prompt; empty = start from `<bos>` (`model.config.bos_id`), as every
+            training stream does.
         max_new_tokens: the most tokens generated (>= 0).
         temperature, top_k, top_p: see `aiayn.decoding.sampling` (temperature 0 = greedy).
         seed: the random seed (None: a fresh random one).
-        stop_ids: generation ends after yielding one of these ids (default `<eos>`).
+        stop_ids: generation ends after yielding one of these ids (default: the model's
+            `<eos>`, `model.config.eos_id`).
         context: the most positions the model sees at once (default `context_length(model)`).
     """
     if max_new_tokens < 0:
@@ -59,9 +60,9 @@ def generate_stream(
     context = min(context or context_length(model), model.config.max_len)
     if context < 2:
         raise ValueError(f"the context must hold at least 2 positions, got {context}")
-    stops = set(stop_ids)
+    stops = {model.config.eos_id} if stop_ids is None else set(stop_ids)
     seed = random.SystemRandom().randrange(2**63) if seed is None else seed
-    history = [int(i) for i in prompt_ids] or [BOS_ID]
+    history = [int(i) for i in prompt_ids] or [model.config.bos_id]
     keep, remaining, round_index = context, max_new_tokens, 0
     while remaining > 0:
         prompt = history[-keep:]
@@ -86,7 +87,7 @@ def generate(
     top_k: int | None = None,
     top_p: float | None = None,
     seed: int | None = None,
-    stop_ids: Iterable[int] = (EOS_ID,),
+    stop_ids: Iterable[int] | None = None,
     context: int | None = None,
 ) -> list[int]:
     """The generated ids (without the prompt) as a list; arguments as `generate_stream`."""

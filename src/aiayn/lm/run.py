@@ -21,7 +21,8 @@ import torch
 from torch import nn
 
 from aiayn.data.paths import resolve_data_file
-from aiayn.data.tokenizer import Tokenizer, train_tokenizer
+from aiayn.data.tokenizer import Tokenizer
+from aiayn.data.tokenizer_spec import is_trained_kind, make_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, split_text, text_stream
 from aiayn.lm.generate import generate
@@ -53,10 +54,10 @@ def check_lm_config(data: DataConfig) -> None:
         raise ConfigError(f"aiayn lm needs data.task: text, got {data.task!r}")
     if not data.text_file:
         raise ConfigError("aiayn lm needs a text file: data.text_file in the config, or --text FILE")
-    if data.tokenizer not in LM_TOKENIZERS:
+    if is_trained_kind(data.tokenizer) and data.tokenizer not in LM_TOKENIZERS:
         raise ConfigError(
             f"data.tokenizer for a language model must be one of {', '.join(LM_TOKENIZERS)}, "
-            f"got {data.tokenizer!r}"
+            f"a tokenizer.json or a Hub name; got {data.tokenizer!r}"
         )
     if data.block_size < 1:
         raise ConfigError(f"data.block_size must be >= 1, got {data.block_size}")
@@ -69,15 +70,18 @@ def check_lm_config(data: DataConfig) -> None:
 
 
 def prepare_lm_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> LMData:
-    """Read and split the text, train the tokenizer on the head (unless given), cut windows."""
+    """Read and split the text, train the tokenizer on the head or load it (unless given), cut
+    windows."""
     check_lm_config(data)
     path = resolve_data_file(data.text_file, "text file")
     head, tail = split_text(read_text(path), data.valid_fraction)
     if tokenizer is None:
-        log.info("training a %s tokenizer on %s characters of %s", data.tokenizer, f"{len(head):,}", path)
-        tokenizer = train_tokenizer(data.tokenizer, [head], data.vocab_size)
-    train = TokenWindows(text_stream(tokenizer, head), data.block_size, data.stride)
-    valid = TokenWindows(text_stream(tokenizer, tail), data.block_size) if tail else None
+        if is_trained_kind(data.tokenizer):
+            log.info("training a %s tokenizer on %s characters of %s", data.tokenizer, f"{len(head):,}", path)
+        tokenizer = make_tokenizer(data.tokenizer, [head], data.vocab_size, data.special_tokens)
+    pad_id = tokenizer.specials.pad_id
+    train = TokenWindows(text_stream(tokenizer, head), data.block_size, data.stride, pad_id=pad_id)
+    valid = TokenWindows(text_stream(tokenizer, tail), data.block_size, pad_id=pad_id) if tail else None
     log.info(
         "data: %s training tokens in %s windows (block %d, stride %d), %s held-out tokens; vocabulary %d",
         f"{train.stream.numel() - 1:,}",
@@ -91,7 +95,8 @@ def prepare_lm_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> LMD
 
 
 def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfig:
-    """The configured preset with the tokenizer's vocabulary (tied embeddings, Sec. 3.4).
+    """The configured preset with the tokenizer's vocabulary and special ids (tied embeddings,
+    Sec. 3.4).
 
     `max_len` (the positional table) defaults to `block_size`; `extra` records the task and
     the block size, which generation uses as its context length.
@@ -99,7 +104,7 @@ def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfi
     block_size = config.data.block_size
     return preset_config(
         config,
-        fixed={"vocab_size": tokenizer.vocab_size},
+        fixed={"vocab_size": tokenizer.vocab_size, **tokenizer.specials.as_dict()},
         defaults={"max_len": block_size, "extra": {"task": "text", "block_size": block_size}},
     )
 
@@ -107,7 +112,7 @@ def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfi
 def lm_loss(model: nn.Module, batch: LMBatch, smoothing: float) -> tuple[torch.Tensor, int]:
     """Summed (label-smoothed) next-token loss of a batch of windows; pad labels are ignored."""
     logits = model(batch.inputs)  # (B, T, V)
-    return label_smoothed_nll(logits, batch.labels, smoothing), batch.num_targets
+    return label_smoothed_nll(logits, batch.labels, smoothing, batch.pad_id), batch.num_targets
 
 
 def check_lm_run(config: RunConfig) -> None:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.eval_mode import eval_mode
@@ -88,7 +87,7 @@ def _source_ids(translator: Translator, text: str, where: str) -> list[int]:
             f"{where}: the sentence has {len(ids)} tokens; the model takes at most {limit} "
             f"(max_len {limit + 1} including <eos>)"
         )
-    return [*ids, EOS_ID]
+    return [*ids, translator.model.config.eos_id]
 
 
 def _target_ids(translator: Translator, text: str, where: str) -> list[int]:
@@ -145,11 +144,12 @@ def attention_examples(
             texts[i] = target
     model, device = translator.model, translator.device
     source_tok, target_tok = translator.tokenizers.source, translator.tokenizers.target
+    bos_id = model.config.bos_id
     examples = []
     with eval_mode(model):
         for i, source in enumerate(sources):
             src = torch.tensor([src_ids[i]], dtype=torch.long, device=device)  # (1, S)
-            tgt_in = torch.tensor([[BOS_ID, *tgt_ids[i]]], dtype=torch.long, device=device)  # (1, T)
+            tgt_in = torch.tensor([[bos_id, *tgt_ids[i]]], dtype=torch.long, device=device)  # (1, T)
             maps = model.attention_maps(src, tgt_in)
             examples.append(
                 AttentionExample(
@@ -157,7 +157,7 @@ def attention_examples(
                     target=texts[i],
                     translated=targets[i] is None,
                     source_tokens=[source_tok.id_to_token(t) for t in src_ids[i]],
-                    target_tokens=[target_tok.id_to_token(t) for t in [BOS_ID, *tgt_ids[i]]],
+                    target_tokens=[target_tok.id_to_token(t) for t in [bos_id, *tgt_ids[i]]],
                     encoder=_stack(maps.encoder),
                     decoder=_stack(maps.decoder),
                     cross=_stack(maps.cross),

@@ -17,6 +17,7 @@ from typing import Any
 
 import yaml
 
+from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,11 @@ class DataConfig:
     `max_sentence_tokens` bounds one example in tokens: translation drops pairs with a longer
     source or target, the classifier cuts longer texts (and it is the length limit of the
     brackets task). It is not `model.max_len`, the length of the positional table.
+
+    `tokenizer` is a kind to train ('bpe', 'char', 'byte_bpe'), a Hugging Face `tokenizer.json`
+    (or a directory holding one), or a Hugging Face Hub name such as 'gpt2' (see
+    `aiayn.data.tokenizer_spec`); `special_tokens` names the pad/bos/eos/unk tokens of a loaded
+    one (see `aiayn.data.special_tokens`).
     """
 
     task: str = "dates"
@@ -53,6 +59,7 @@ class DataConfig:
     test_src: str | None = None
     test_tgt: str | None = None
     tokenizer: str = "bpe"
+    special_tokens: dict[str, str | None] | None = None
     vocab_size: int = 8000
     joint_vocab: bool = True
     max_sentence_tokens: int = 128
@@ -138,9 +145,11 @@ CHOICES = {
     ("train", "schedule"): ("noam", "inverse_sqrt", "cosine", "constant"),
     ("train", "precision"): ("auto", "fp32", "bf16"),
     ("train", "dist_backend"): ("auto", "gloo", "nccl"),
-    ("data", "tokenizer"): ("bpe", "char", "byte_bpe"),
 }
 # `train.validation_metric` is checked against the task's metrics (`aiayn.training.task`).
+
+TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
+"""`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
 
 DEPRECATED_KEYS = {("data", "max_len"): "max_sentence_tokens"}
 """Old spellings of renamed keys, (section, old key) -> new key: still read, with a warning."""
@@ -238,6 +247,13 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     from aiayn.model import ModelConfig  # the valid override names are ModelConfig's fields
 
     valid = {f.name for f in dataclasses.fields(ModelConfig)} - {"src_vocab_size", "tgt_vocab_size"}
+    from_tokenizer = sorted(set(model) & set(TOKENIZER_IDS))
+    if from_tokenizer:
+        raise ConfigError(
+            f"{', '.join('model.' + k for k in from_tokenizer)}: the special-token ids come from the "
+            "tokenizer; name the tokens in data.special_tokens instead"
+        )
+    valid -= set(TOKENIZER_IDS)
     bad = sorted(set(model) - valid)
     if bad:
         raise ConfigError(
@@ -253,6 +269,9 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         model=ModelSection(preset=preset, overrides=model),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
+    if not config.data.tokenizer.strip():
+        raise ConfigError("data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name")
+    config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
     for name in (
         "batch_tokens",
         "accumulate",

@@ -10,7 +10,8 @@ from aiayn.data.corpus import filter_pairs, read_parallel
 from aiayn.data.multi30k import load_multi30k
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.synthetic import TASKS, make_task
-from aiayn.data.tokenizer import TokenizerPair, build_tokenizers
+from aiayn.data.tokenizer import TokenizerPair
+from aiayn.data.tokenizer_spec import is_trained_kind, make_tokenizers
 from aiayn.errors import ConfigError
 from aiayn.training.config import DataConfig
 
@@ -72,23 +73,25 @@ def encode_split(
     kept, stats = filter_pairs(list(zip(src, tgt, strict=True)), max_sentence_tokens, origin)
     if stats.empty or stats.too_long:
         log.warning(stats.describe())
-    return ParallelDataset([s for s, _ in kept], [t for _, t in kept])
+    return ParallelDataset([s for s, _ in kept], [t for _, t in kept], tokenizers.specials)
 
 
 def prepare_data(config: DataConfig, tokenizers: TokenizerPair | None = None) -> PreparedData:
-    """Read the splits, train tokenizers on the training set (unless given), encode."""
+    """Read the splits, train or load the tokenizers (unless given), encode."""
     splits = read_splits(config)
     if "train" not in splits:
         raise ConfigError("the data config yields no training pairs")
     train_pairs, train_origin = splits["train"]
     if tokenizers is None:
-        log.info("training %s tokenizer(s) on %d pairs", config.tokenizer, len(train_pairs))
-        tokenizers = build_tokenizers(
+        if is_trained_kind(config.tokenizer):
+            log.info("training %s tokenizer(s) on %d pairs", config.tokenizer, len(train_pairs))
+        tokenizers = make_tokenizers(
             config.tokenizer,
             [s for s, _ in train_pairs],
             [t for _, t in train_pairs],
             config.vocab_size,
             joint=config.joint_vocab,
+            names=config.special_tokens,
         )
     train = encode_split(train_pairs, train_origin, tokenizers, config.max_sentence_tokens)
     valid = None

@@ -16,13 +16,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.data.batching import Batch, BatchedDataset
-from aiayn.data.special_tokens import PAD_ID
 from aiayn.eval_mode import eval_mode
 from aiayn.training.device import autocast
 from aiayn.training.task import BatchT, LossFn
 
 
-def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float = 0.1, pad_id: int = 0) -> Tensor:
+def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float, pad_id: int) -> Tensor:
     """Summed label-smoothed negative log-likelihood.
 
     Args:
@@ -30,6 +29,7 @@ def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float = 0.1, p
         labels: (N,) or (B, T) target ids; `pad_id` positions are ignored.
         smoothing: eps_ls; the target distribution is (1 - eps) on the label plus eps / V
             spread over the whole vocabulary.
+        pad_id: the tokenizer's padding id (batches carry it as `batch.pad_id`).
 
     Returns:
         Scalar sum over non-pad tokens (computed in float32).
@@ -45,9 +45,9 @@ def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float = 0.1, p
 
 def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[torch.Tensor, int]:
     """Summed label-smoothed loss of a translation batch; logits only at non-pad targets."""
-    keep = batch.labels != PAD_ID
+    keep = batch.labels != batch.pad_id
     logits = model(batch.src, batch.tgt_in, output_mask=keep)  # (N, V)
-    return label_smoothed_nll(logits, batch.labels[keep], smoothing), batch.num_tgt_tokens
+    return label_smoothed_nll(logits, batch.labels[keep], smoothing, batch.pad_id), batch.num_tgt_tokens
 
 
 def validation_loss(

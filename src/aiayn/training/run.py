@@ -7,7 +7,8 @@ model, classifier; see `aiayn.training.task`):
 1. check the config for the task (and that `train.validation_metric` is one it reports);
 2. prepare the run directory (rank 0) and copy aiayn's log to its `train.log` (rank 0);
 3. set the thread count and the seed;
-4. prepare the data: rank 0 trains the tokenizer and sends it to the other ranks (on
+4. prepare the data: rank 0 trains or loads the tokenizer (`data.tokenizer`, see
+   `aiayn.data.tokenizer_spec`) and sends it to the other ranks (on
    `--resume` every rank reads it from the run directory), and saves it at the root;
 5. build the model and train it with the `Trainer` (which writes checkpoints, metrics and
    the best model);
@@ -69,9 +70,9 @@ def shared_data(
     task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext
 ) -> DataT:
     """The task's data, encoded alike on every rank: with the run directory's tokenizer on
-    resume, else with the tokenizer that rank 0 trains and sends to the others."""
+    resume, else with the tokenizer that rank 0 trains or loads and sends to the others."""
     if resume:
-        return task.prepare_data(config.data, task.load_tokenizer(run_dir))
+        return task.prepare_data(config.data, task.load_tokenizer(run_dir, config.data.special_tokens))
     data = task.prepare_data(config.data, None) if dist.is_main else None
     tokenizer = broadcast_object(task.tokenizer(data) if data is not None else None, dist)
     return data if data is not None else task.prepare_data(config.data, tokenizer)

@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from aiayn.data.batching import BatchedDataset
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
+from aiayn.data.tokenizer_spec import reload_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
@@ -101,9 +102,10 @@ TokenizerT = TypeVar("TokenizerT")
 DataT = TypeVar("DataT", bound=TaskData)
 
 
-def load_joint_tokenizer(directory: Path) -> Tokenizer:
-    """The one tokenizer of a model directory (`tokenizer.json`)."""
-    return Tokenizer.load(Path(directory) / JOINT_FILE)
+def load_joint_tokenizer(directory: Path, special_tokens: dict[str, str | None] | None) -> Tokenizer:
+    """The one tokenizer of a run directory (`tokenizer.json`), its special ids found again
+    as when it was made (`data.special_tokens`)."""
+    return reload_tokenizer(directory, special_tokens)
 
 
 def save_joint_tokenizer(tokenizer: Tokenizer, directory: Path) -> None:
@@ -127,8 +129,9 @@ class Task(Generic[TokenizerT, DataT]):
         prepare_data: `(config.data, tokenizer or None) -> data`: read and encode the splits,
             training the tokenizer first when none is given (rank 0; the others get it).
         tokenizer: `data -> tokenizer` it was encoded with (sent from rank 0 to the others).
-        load_tokenizer, save_tokenizer: read it from, write it into, a model directory
-            (default: one joint `tokenizer.json`).
+        load_tokenizer, save_tokenizer: read it from a run directory (given
+            `data.special_tokens`, to find its special ids as when it was made), write it into
+            a model directory (default: one joint `tokenizer.json`).
         build_model: `(config, data) -> model`, a fresh model for the data's vocabulary.
         loss: the `LossFn` over the data's batches.
         target_unit: what the loss counts ('tokens' or 'examples'), for `results.json`'s
@@ -144,7 +147,7 @@ class Task(Generic[TokenizerT, DataT]):
     check_config: Callable[[RunConfig], None] = accept_config
     prepare_data: Callable[[DataConfig, TokenizerT | None], DataT]
     tokenizer: Callable[[DataT], TokenizerT] = attrgetter("tokenizer")
-    load_tokenizer: Callable[[Path], TokenizerT] = load_joint_tokenizer  # type: ignore[assignment]
+    load_tokenizer: Callable[[Path, dict[str, str | None] | None], TokenizerT] = load_joint_tokenizer  # type: ignore[assignment]
     save_tokenizer: Callable[[TokenizerT, Path], None] = save_joint_tokenizer  # type: ignore[assignment]
     build_model: Callable[[RunConfig, DataT], nn.Module]
     loss: LossFn[Any]

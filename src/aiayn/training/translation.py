@@ -16,6 +16,7 @@ from typing import Any
 from torch import nn
 
 from aiayn.data.tokenizer import TokenizerPair
+from aiayn.data.tokenizer_spec import reload_tokenizers
 from aiayn.evaluation.translation import evaluate_translation
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import RunConfig
@@ -31,7 +32,7 @@ NUM_EXAMPLES = 8  # test translations shown in results.json
 
 
 def build_model_config(config: RunConfig, tokenizers: TokenizerPair) -> ModelConfig:
-    """The preset named in the config, with vocabulary sizes from the tokenizers."""
+    """The preset named in the config, with vocabulary sizes and special ids from the tokenizers."""
     if tokenizers.is_joint:  # one vocabulary: shared embeddings and tied output (Sec. 3.4)
         vocab = {"vocab_size": tokenizers.source.vocab_size}
     else:
@@ -39,6 +40,7 @@ def build_model_config(config: RunConfig, tokenizers: TokenizerPair) -> ModelCon
             "src_vocab_size": tokenizers.source.vocab_size,
             "tgt_vocab_size": tokenizers.target.vocab_size,
         }
+    vocab |= tokenizers.specials.as_dict()
     defaults = {
         "max_len": max(256, config.data.max_sentence_tokens + 2),  # + <bos>/<eos>
         "extra": {"task": config.data.task},
@@ -104,7 +106,7 @@ def translation_test_results(
 TRANSLATION_TASK: Task[TokenizerPair, PreparedData] = Task(
     prepare_data=prepare_data,
     tokenizer=attrgetter("tokenizers"),
-    load_tokenizer=TokenizerPair.load,
+    load_tokenizer=reload_tokenizers,
     save_tokenizer=TokenizerPair.save,
     build_model=build_translation_model,
     loss=translation_loss,
