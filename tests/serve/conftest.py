@@ -7,6 +7,7 @@ import pytest
 import torch
 
 from aiayn.data import Tokenizer, TokenizerPair
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE
 from aiayn.model import DecoderOnlyLM, ModelConfig, Transformer
 
@@ -40,6 +41,23 @@ def translation_dir(tmp_path_factory):
     config = ModelConfig.tiny(
         vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_encoder_layers=2,
         num_decoder_layers=3, d_ff=64, max_len=40,
+    )
+    perturbed(Transformer(config)).save_pretrained(directory)
+    TokenizerPair(tokenizer, tokenizer).save(directory)
+    return directory
+
+
+@pytest.fixture(scope="session")
+def reordered_specials_dir(tmp_path_factory):
+    """A random tiny Transformer whose special ids are not the usual 0..3 roles: <pad> is id 3,
+    <bos> 2, <eos> 1, <unk> 0 (stored in its config, as any tokenizer's ids may be)."""
+    directory = tmp_path_factory.mktemp("serve_reordered")
+    specials = SpecialTokens(pad_id=3, bos_id=2, eos_id=1, unk_id=0)
+    tokenizer = Tokenizer(Tokenizer.train_char(SOURCES).hf, specials)
+    torch.manual_seed(2)
+    config = ModelConfig.tiny(
+        vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_encoder_layers=1,
+        num_decoder_layers=2, d_ff=64, max_len=40, **specials.as_dict(),
     )
     perturbed(Transformer(config)).save_pretrained(directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)

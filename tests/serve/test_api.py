@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
 from aiayn.lm.generate import generate
 from aiayn.model import DecoderOnlyLM
@@ -120,6 +121,22 @@ def test_model_reports_task_sizes_parameters_and_special_tokens(client, translat
     assert info["limits"]["max_sentences"] == 8 and info["limits"]["max_request_bytes"] == 4096
 
 
+def test_special_ids_come_from_the_model_config(reordered_specials_dir):
+    translator = Translator.load(reordered_specials_dir, "cpu")
+    config, tokenizer = translator.model.config, translator.tokenizers.target
+    with client_for(reordered_specials_dir) as client:
+        info = client.get("/v1/model").json()
+        for name in ("pad", "bos", "eos", "unk"):
+            token_id = getattr(config, f"{name}_id")
+            assert info["special_tokens"][name] == {"id": token_id, "token": tokenizer.id_to_token(token_id)}
+        assert info["special_tokens"]["eos"]["id"] == 1  # not the usual 2
+        body = client.post("/v1/translate", json={"text": SOURCES, "beam": 2}).json()
+        assert [n[0]["text"] for n in body["translations"]] == translator.translate(SOURCES, beam=2)
+        entry = client.post("/v1/attention", json={"text": SOURCES[0]}).json()
+    assert entry["source_tokens"][-1] == tokenizer.id_to_token(config.eos_id)
+    assert entry["target_tokens"][0] == tokenizer.id_to_token(config.bos_id)
+
+
 def test_health(client):
     response = client.get("/health")
     assert response.status_code == 200
@@ -201,7 +218,7 @@ def test_a_ctranslate2_export_is_named_not_misread(tmp_path, translation_dir):
 # ------------------------------------------------------------------ language models
 def test_generate_gives_the_libraries_continuation(lm_client, lm_dir):
     model = DecoderOnlyLM.from_pretrained(lm_dir)
-    tokenizer = Tokenizer.load(lm_dir / JOINT_FILE)
+    tokenizer = Tokenizer.load(lm_dir / JOINT_FILE, SpecialTokens.of(model.config))
     body = {"prompt": "the cat", "max_new_tokens": 20, "temperature": 0.9, "top_k": 5, "seed": 7}
     response = lm_client.post("/v1/generate", json=body)
     assert response.status_code == 200, response.text
@@ -215,7 +232,7 @@ def test_generate_gives_the_libraries_continuation(lm_client, lm_dir):
 
 def test_lm_attention_and_model_info(lm_client, lm_dir):
     model = DecoderOnlyLM.from_pretrained(lm_dir)
-    tokenizer = Tokenizer.load(lm_dir / JOINT_FILE)
+    tokenizer = Tokenizer.load(lm_dir / JOINT_FILE, SpecialTokens.of(model.config))
     entry = lm_client.post("/v1/attention", json={"text": "a dog"}).json()
     assert entry["target"] == "a dog" and "encoder" not in entry and "cross" not in entry
     assert entry["target_tokens"] == ["a", "␣", "d", "o", "g"]

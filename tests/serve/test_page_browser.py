@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
 from aiayn.lm.generate import generate
 from aiayn.model import DecoderOnlyLM
@@ -118,7 +119,7 @@ def test_type_a_sentence_see_its_translation_and_attention(browser, translation_
 
 def test_a_language_models_page_generates_and_shows_self_attention(browser, lm_dir):
     model = DecoderOnlyLM.from_pretrained(lm_dir)
-    tokenizer = Tokenizer.load(lm_dir / JOINT_FILE)
+    tokenizer = Tokenizer.load(lm_dir / JOINT_FILE, SpecialTokens.of(model.config))
     with ThreadedServer(lm_dir) as server:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         requests, errors = watch(page)
@@ -156,7 +157,7 @@ def test_the_page_asks_for_the_api_key_when_the_service_wants_one(browser, trans
         assert page.is_visible("#api-key-row") and "API key" in page.inner_text("#status")
         page.fill("#api-key", "s3cret")
         page.press("#api-key", "Tab")  # the key is taken on change
-        page.wait_for_function("document.querySelector('#model-summary').textContent.includes('translation')")
+        page.wait_for_selector("#model-summary:has-text('translation model')")  # no eval: the CSP forbids it
         page.fill("#input", SOURCES[1])
         page.press("#input", "Enter")
         page.wait_for_selector("#heatmap[data-sentence='1']")

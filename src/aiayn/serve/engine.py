@@ -201,6 +201,7 @@ class LMEngine:
     task = "lm"
 
     def __init__(self, directory: str | Path, device: str | torch.device | None = None) -> None:
+        from aiayn.data.special_tokens import SpecialTokens
         from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
         from aiayn.model.decoder_only import DecoderOnlyLM
 
@@ -208,7 +209,7 @@ class LMEngine:
         if device is None:
             device = "cuda" if torch.cuda.is_available() else "cpu"
         self.model = DecoderOnlyLM.from_pretrained(directory, device=device)
-        self.tokenizer = Tokenizer.load(self.directory / JOINT_FILE)
+        self.tokenizer = Tokenizer.load(self.directory / JOINT_FILE, SpecialTokens.of(self.model.config))
         config = self.model.config
         self.max_input_tokens = config.max_len
         self._info = {
