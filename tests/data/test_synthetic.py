@@ -6,7 +6,15 @@ from datetime import date
 import pytest
 
 from aiayn.data import TASKS, format_date, make_task, synthetic
-from aiayn.data.synthetic import DATE_FORMATS, FIRST_DATE, LAST_DATE, ordinal
+from aiayn.data.synthetic import (
+    CASES,
+    DATE_FORMATS,
+    FIRST_DATE,
+    HELDOUT_DATE_FORMATS,
+    LAST_DATE,
+    heldout_format_pairs,
+    ordinal,
+)
 from aiayn.errors import DataError
 
 SMALL = {"num_train": 3000, "num_valid": 200, "num_test": 300}
@@ -35,8 +43,11 @@ def read_date(source: str) -> tuple[date, int | None]:
     if month is not None:
         day, year = numbers
         return date(year, month + 1, day), weekday
+    if re.fullmatch(r"\d{4}/\d{1,2}/\d{1,2}", text):  # year first (a held-out format only)
+        year, month, day = numbers
+        return date(year, month, day), weekday
     day, month, year = numbers
-    assert re.fullmatch(r"\d\d[./]\d\d[./](\d\d|\d\d\d\d)", text), source
+    assert re.fullmatch(r"\d{1,2}[./-]\d{1,2}[./-](\d\d|\d\d\d\d)", text), source
     if year < 100:
         year = 1900 + year if year >= 50 else 2000 + year
     return date(year, month, day), weekday
@@ -90,6 +101,51 @@ def test_formats_and_cases_all_used(dates):
     shapes = {re.sub(r"[A-Za-z]+", "w", re.sub(r"\d", "9", s)) for s in sources}
     assert len(shapes) >= 10
     assert {"99.99.99", "99.99.9999", "99/99/9999", "99-w-9999"} <= shapes
+    assert {"9.9.99", "9.99.9999", "99/9/9999", "9-w-9999"} <= shapes  # unpadded days and months
+
+
+def test_days_are_zero_padded_and_unpadded_after_weekdays_and_month_names(dates):
+    """Issue 19: "Thursday, 03 June 1982" was never generated, and the model misread it."""
+    sources = [s for s, _ in dates["train"]]
+    single_digit_day = {
+        "weekday, padded": r"[A-Za-z]+,? 0[1-9] [A-Za-z]+ \d{4}",
+        "weekday, unpadded": r"[A-Za-z]+,? [1-9] [A-Za-z]+ \d{4}",
+        "month name, padded": r"[A-Za-z]+ 0[1-9], \d{4}",
+        "month name, unpadded": r"[A-Za-z]+ [1-9], \d{4}",
+        "day first, padded": r"0[1-9] [A-Za-z]+ \d{4}",
+        "day first, unpadded": r"[1-9] [A-Za-z]+ \d{4}",
+    }
+    for what, pattern in single_digit_day.items():
+        assert sum(bool(re.fullmatch(pattern, s)) for s in sources) > 100, what
+
+
+def renderings(d: date) -> set[str]:
+    """Every string the training generator can write for ``d``."""
+    return {
+        format_date(d, i, case, pad_day=pad_day, pad_month=pad_month)
+        for i in range(len(DATE_FORMATS))
+        for case in CASES
+        for pad_day in (True, False)
+        for pad_month in (True, False)
+    }
+
+
+def test_heldout_formats_are_never_generated_for_training_and_read_back(dates):
+    pairs = heldout_format_pairs(dates["test"], seed=7)
+    assert [t for _, t in pairs] == [t for _, t in dates["test"]]
+    assert pairs == heldout_format_pairs(dates["test"], seed=7)
+    for source, target in pairs:
+        iso = date.fromisoformat(target)
+        assert source not in renderings(iso), source
+        read, weekday = read_date(source)
+        assert read == iso, (source, target)
+        assert weekday is None or weekday == iso.weekday(), source
+    train = {s for s, _ in dates["train"]}
+    assert not train & {s for s, _ in pairs}
+    shapes = {re.sub(r"[A-Za-z]+", "w", re.sub(r"\d", "9", s)) for s, _ in pairs}
+    assert {"w, 99 w 9999", "w w 99w w w 9999", "w. 9, 9999", "99-99-9999", "9999/99/99"} <= shapes
+    one_format = heldout_format_pairs(dates["test"][:50], seed=7, formats=[HELDOUT_DATE_FORMATS[4]])
+    assert all(re.fullmatch(r"\d{4}/\d{1,2}/\d{1,2}", s) for s, _ in one_format)
 
 
 def test_format_examples_and_two_digit_years():
@@ -113,6 +169,13 @@ def test_format_examples_and_two_digit_years():
     assert format_date(date(1950, 1, 1), 5) == "01.01.50"
     assert format_date(date(2049, 12, 31), 5) == "31.12.49"
     assert format_date(date(1999, 3, 4), 0).startswith("Thursday")
+    june_3 = date(1982, 6, 3)
+    assert format_date(june_3, 0, pad_day=True) == "Thursday, 03 June 1982"
+    assert format_date(june_3, 0, pad_day=False) == format_date(june_3, 0) == "Thursday, 3 June 1982"
+    assert format_date(june_3, 5) == format_date(june_3, 5, pad_day=True, pad_month=True) == "03.06.82"
+    assert format_date(june_3, 5, pad_day=False, pad_month=False) == "3.6.82"
+    assert format_date(june_3, 7, pad_day=True, pad_month=False) == "03/6/1982"
+    assert format_date(june_3, 3, pad_day=True) == "jun 3rd 1982"  # ordinals are never padded
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 23, 31)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "23rd", "31st",
     ]  # fmt: skip

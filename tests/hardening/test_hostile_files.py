@@ -135,3 +135,15 @@ def test_unreadable_weights_file_is_a_clear_error(reference_run, tmp_path, capsy
     (model_dir / "model.safetensors").write_bytes(content)
     code, err = command(capsys, "translate", "--model", str(model_dir), "--text", "abc", "--device", "cpu")
     assert code == 2 and "model.safetensors" in err
+
+
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol")
+def test_random_bytes_as_training_state_always_give_a_checkpoint_error(tmp_path):
+    """torch's safe unpickler raises IndexError or KeyError on some byte strings: each must
+    still become the one-line `CheckpointError`."""
+    rng = random.Random(0)
+    for _ in range(300):
+        (tmp_path / STATE_FILE).write_bytes(rng.randbytes(rng.choice([10, 300, 3000])))
+        with pytest.raises(CheckpointError, match="refused to load|not an aiayn training state") as caught:
+            load_training_state(tmp_path)
+        assert "\n" not in str(caught.value)

@@ -149,7 +149,7 @@ def test_long_line_with_on_long_line_error_names_file_and_line(model_dir, tmp_pa
         (["--input", "{tmp}"], "input file not found"),
         (["--text", "ein hund", "--output", "{tmp}/file/out.txt"], "cannot write --output"),
         (["--text", "ein hund", "--nbest", "3"], "--nbest must be between 1 and --beam"),
-        (["--text", "ein hund", "--chunk-lines", "0"], "--chunk-lines must be >= 1"),
+        (["--text", "ein hund", "--chunk-lines", "0"], "argument --chunk-lines: must be an integer >= 1"),
     ],
 )
 def test_bad_arguments_are_clear_errors(model_dir, tmp_path, capsys, argv, message):

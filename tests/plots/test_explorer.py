@@ -96,7 +96,7 @@ def test_embedded_text_cannot_break_out_of_the_script():
         (["--input", "missing.txt"], "--input missing.txt: file not found"),
         (["--ref", "short.txt"], "has 3 lines but --ref short.txt 1"),
         (["--input", "blank.txt"], "no non-empty line"),
-        (["--max-sentences", "0"], "--max-sentences must be >= 1"),
+        (["--max-sentences", "0"], "argument --max-sentences: must be an integer >= 1"),
     ],
 )
 def test_errors(model_dir, tmp_path, inputs, monkeypatch, capsys, extra, message):

@@ -127,13 +127,13 @@ def test_curves_errors(tmp_path, capsys):
     [
         (["plot", "positional", "--out", "pe.pdf"], "unsupported extension '.pdf'"),
         (["plot", "positional", "--out", "pe"], "unsupported extension '(none)'"),
-        (["plot", "positional", "--d-model", "1", "--out", "pe.png"], "--d-model must be >= 2"),
+        (["plot", "positional", "--d-model", "1", "--out", "pe.png"], "--d-model: must be an integer >= 2"),
         (
             ["plot", "positional", "--d-model", "8", "--dims", "9", "--out", "pe.png"],
             "--dims [9] out of range",
         ),
-        (["plot", "schedule", "--warmup", "-1", "--out", "s.png"], "--warmup must be >= 1"),
-        (["plot", "schedule", "--steps", "1", "--out", "s.png"], "--steps must be between"),
+        (["plot", "schedule", "--warmup", "-1", "--out", "s.png"], "--warmup: must be an integer >= 1"),
+        (["plot", "schedule", "--steps", "1", "--out", "s.png"], "--steps: must be an integer in [2, "),
     ],
 )
 def test_bad_arguments_are_clear_errors(tmp_path, monkeypatch, capsys, argv, message):

@@ -5,13 +5,16 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from aiayn.cli.arguments import bounded_int
 from aiayn.training.checkpoint import average_checkpoints
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("average", help="average the weights of the last N checkpoints")
     parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
-    parser.add_argument("--last", type=int, default=5, help="how many of the newest checkpoints (default 5)")
+    parser.add_argument(
+        "--last", type=bounded_int(1), default=5, help="how many of the newest checkpoints (default 5)"
+    )
     parser.add_argument("--out", type=Path, required=True, metavar="MODEL_DIR")
     parser.set_defaults(func=run)
 

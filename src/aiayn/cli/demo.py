@@ -6,13 +6,14 @@ import argparse
 
 import torch
 
+from aiayn.cli.arguments import bounded_int
 from aiayn.model import ModelConfig, Transformer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("demo", help="build a preset model and run a forward pass")
     parser.add_argument("--preset", default="small", choices=["tiny", "small", "base", "big"])
-    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--vocab-size", type=bounded_int(5, 1_000_000), default=8000)
     parser.set_defaults(func=run)
 
 

@@ -15,6 +15,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
+from aiayn.cli.arguments import bounded_int
 from aiayn.errors import ConfigError, DataError
 
 
@@ -31,10 +32,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--ref", metavar="FILE", help="target sentences, one per line (default: the model's translations)"
     )
     parser.add_argument("--out", required=True, metavar="FILE", help="the HTML page to write")
-    parser.add_argument("--beam", type=int, default=4, help="beam size for the translations (default 4)")
+    parser.add_argument(
+        "--beam", type=bounded_int(1), default=4, help="beam size for the translations (default 4)"
+    )
     parser.add_argument(
         "--max-sentences",
-        type=int,
+        type=bounded_int(1),
         default=100,
         metavar="N",
         help="use the first N non-empty lines only (default 100)",
@@ -63,10 +66,6 @@ def run(args: argparse.Namespace) -> int:
 
     if Path(args.out).suffix.lower() not in (".html", ".htm"):
         raise ConfigError(f"--out {args.out}: the page must be an .html file")
-    if args.beam < 1:
-        raise ConfigError(f"--beam must be >= 1, got {args.beam}")
-    if args.max_sentences < 1:
-        raise ConfigError(f"--max-sentences must be >= 1, got {args.max_sentences}")
     lines = read_sentences(args.input, "--input")
     refs: list[str | None] = [None] * len(lines)
     if args.ref is not None:

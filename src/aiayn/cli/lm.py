@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.cli.train import add_run_arguments, check_resume_alone
 from aiayn.errors import ConfigError
 from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, load_config, read_yaml
@@ -73,11 +74,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     generate.add_argument("--model", required=True, type=Path, metavar="DIR",
                           help="model directory, or a CTranslate2 export (aiayn export ctranslate2)")
     generate.add_argument("--text", default="", help="the prompt (default: none)")
-    generate.add_argument("--max-new-tokens", type=int, default=500, metavar="N", help="default 500")
-    generate.add_argument("--temperature", type=float, default=0.8, help="0 = greedy (default 0.8)")
-    generate.add_argument("--top-k", type=int, default=None, metavar="K", help="sample from the K best")
-    generate.add_argument("--top-p", type=float, default=None, metavar="P", help="nucleus sampling mass")
-    generate.add_argument("--seed", type=int, default=None, help="random seed (default: random)")
+    generate.add_argument(
+        "--max-new-tokens", type=bounded_int(0), default=500, metavar="N", help="default 500"
+    )
+    generate.add_argument(
+        "--temperature", type=finite_float(0, 100), default=0.8, help="0 = greedy (default 0.8)"
+    )
+    generate.add_argument(
+        "--top-k", type=bounded_int(1), default=None, metavar="K", help="sample from the K best"
+    )
+    generate.add_argument(
+        "--top-p",
+        type=finite_float(0, 1, low_open=True),
+        default=None,
+        metavar="P",
+        help="nucleus sampling mass, in (0, 1]",
+    )
+    generate.add_argument("--seed", type=bounded_int(0), default=None, help="random seed (default: random)")
     generate.add_argument("--device", default="auto", help="'cpu', 'cuda', ... or 'auto'")
     generate.set_defaults(func=run_generate)
 
@@ -136,14 +149,6 @@ def run_generate(args: argparse.Namespace) -> int:
     from aiayn.model import DecoderOnlyLM
     from aiayn.training.device import select_device
 
-    if args.max_new_tokens < 0:
-        raise ConfigError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
-    if args.temperature < 0:
-        raise ConfigError(f"--temperature must be >= 0, got {args.temperature}")
-    if args.top_k is not None and args.top_k < 1:
-        raise ConfigError(f"--top-k must be >= 1, got {args.top_k}")
-    if args.top_p is not None and not 0.0 < args.top_p <= 1.0:
-        raise ConfigError(f"--top-p must be in (0, 1], got {args.top_p}")
     if is_ctranslate2_dir(args.model):  # an `aiayn export ctranslate2` directory
         engine = CTranslate2Generator(args.model, args.device)
         tokenizer, generate = engine.tokenizer, engine.generate_stream

@@ -2,8 +2,9 @@
 
 Each subcommand lives in its own module of `aiayn.cli` and provides
 `register(subparsers)`, which adds its parser and sets `func` to the function to run.
-Errors that aiayn raises on bad input (`AiaynError`) are printed without a traceback
-and exit with status 2; Ctrl-C exits with status 130 (`aiayn train` first writes a checkpoint).
+Errors that aiayn raises on bad input (`AiaynError`), and bad arguments, are printed as one
+line without a traceback and exit with status 2; Ctrl-C exits with status 130 (`aiayn train`
+first writes a checkpoint).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import sys
 from collections.abc import Iterator
 
 from aiayn import __version__
+from aiayn.cli.arguments import ArgumentParser
 from aiayn.errors import AiaynError
 
 # Subcommand modules, in the order `aiayn --help` lists them.
@@ -26,7 +28,7 @@ COMMAND_MODULES = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="aiayn",
         description="The Transformer of 'Attention Is All You Need', from scratch.",
     )
@@ -55,7 +57,10 @@ def log_to_stderr() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_:  # --help, --version, or a bad argument (its one line printed)
+        return exit_.code if isinstance(exit_.code, int) else 2
     if not hasattr(args, "func"):
         parser.print_help()
         return 0

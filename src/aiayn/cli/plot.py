@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 
+from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.plots.output import figure_format
 
 
@@ -44,7 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         choices=["encoder", "decoder", "cross", "all"],
         help="which attention (default all)",
     )
-    attention.add_argument("--beam", type=int, default=4, help="beam size for the translation (default 4)")
+    attention.add_argument(
+        "--beam", type=bounded_int(1), default=4, help="beam size for the translation (default 4)"
+    )
     attention.add_argument(
         "--device", default="auto", help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)"
     )
@@ -56,11 +59,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="the sinusoidal positional encoding (Sec. 3.5)",
         description="The sinusoidal encoding table as a heatmap, and a few dimensions as curves.",
     )
-    positional.add_argument("--d-model", type=int, default=512, help="model dimension (default 512)")
-    positional.add_argument("--max-len", type=int, default=100, help="positions to draw (default 100)")
+    positional.add_argument(
+        "--d-model", type=bounded_int(2), default=512, help="model dimension (default 512)"
+    )
+    positional.add_argument(
+        "--max-len", type=bounded_int(1), default=100, help="positions to draw (default 100)"
+    )
     positional.add_argument(
         "--dims",
-        type=int,
+        type=bounded_int(0),
         nargs="+",
         metavar="D",
         help="dimensions to draw as curves (default: a few, from fast to slow)",
@@ -77,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     schedule.add_argument(
         "--d-model",
-        type=int,
+        type=bounded_int(1),
         action="append",
         default=[],
         metavar="D",
@@ -85,14 +92,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     schedule.add_argument(
         "--warmup",
-        type=int,
+        type=bounded_int(1),
         action="append",
         default=[],
         metavar="STEPS",
         help="warmup steps (repeatable; default 4000)",
     )
-    schedule.add_argument("--steps", type=int, help="steps to draw (default 5 x the longest warmup)")
-    schedule.add_argument("--scale", type=float, default=1.0, help="factor on the rate (default 1)")
+    schedule.add_argument(
+        "--steps", type=bounded_int(2, 10_000_000), help="steps to draw (default 5 x the longest warmup)"
+    )
+    schedule.add_argument(
+        "--scale", type=finite_float(0, low_open=True), default=1.0, help="factor on the rate (default 1)"
+    )
     schedule.add_argument("--out", required=True, metavar="FILE", help="output .png or .svg")
     schedule.set_defaults(func=run_schedule)
 
@@ -108,15 +119,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_attention(args: argparse.Namespace) -> int:
-    from aiayn.errors import ConfigError
     from aiayn.plots.attention import parse_layer, plot_attention
     from aiayn.plots.attention_data import attention_example
     from aiayn.translator import Translator
 
     figure_format(args.out)
     layer = parse_layer(args.layer)
-    if args.beam < 1:
-        raise ConfigError(f"--beam must be >= 1, got {args.beam}")
     translator = Translator.load(args.model, None if args.device == "auto" else args.device)
     example = attention_example(translator, args.text, args.target, beam=args.beam)
     panels = plot_attention(example, args.out, kind=args.kind, layer=layer)

@@ -23,6 +23,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
+from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
 from aiayn.translator import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translator
@@ -37,15 +38,16 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         "or a CTranslate2 export (aiayn export ctranslate2)")
     parser.add_argument("--device", default="auto",
                         help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)")
-    parser.add_argument("--batch-tokens", type=int, default=DEFAULT_BATCH_TOKENS, metavar="N",
+    parser.add_argument("--batch-tokens", type=bounded_int(1), default=DEFAULT_BATCH_TOKENS, metavar="N",
                         help=f"padded source tokens per batch (default {DEFAULT_BATCH_TOKENS})")
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """--beam, --alpha, --max-len (the paper's decoding settings, Sec. 6.1)."""
-    parser.add_argument("--beam", type=int, default=4, help="beam size; 1 = greedy (default 4)")
-    parser.add_argument("--alpha", type=float, default=0.6, help="length penalty alpha (default 0.6)")
-    parser.add_argument("--max-len", type=int, default=50, metavar="EXTRA",
+    parser.add_argument("--beam", type=bounded_int(1), default=4, help="beam size; 1 = greedy (default 4)")
+    parser.add_argument("--alpha", type=finite_float(0, 10), default=0.6,
+                        help="length penalty alpha, 0..10 (default 0.6)")
+    parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
                         help="output tokens allowed beyond the source length (default 50)")
 
 
@@ -67,9 +69,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--text", help="one sentence to translate")
     parser.add_argument("--output", metavar="FILE", help="write here (atomically) instead of stdout")
     add_search_arguments(parser)
-    parser.add_argument("--nbest", type=int, default=1, metavar="K",
+    parser.add_argument("--nbest", type=bounded_int(1), default=1, metavar="K",
                         help="print K hypotheses per input as index<TAB>score<TAB>text")
-    parser.add_argument("--chunk-lines", type=int, default=500, metavar="N",
+    parser.add_argument("--chunk-lines", type=bounded_int(1), default=500, metavar="N",
                         help="lines read and translated at a time (1 when stdin is a terminal)")
     parser.add_argument("--on-long-line", choices=LONG_LINE_ACTIONS, default="truncate",
                         help="a line longer than the model's max_len: truncate it with a warning "
@@ -143,10 +145,8 @@ def format_nbest(first_index: int, nbest: list) -> list[str]:
 
 # ------------------------------------------------------------------ command
 def run(args: argparse.Namespace) -> int:
-    if args.nbest < 1 or args.nbest > args.beam:
+    if args.nbest > args.beam:  # each is >= 1 (checked as parsed)
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
-    if args.chunk_lines < 1:
-        raise DataError(f"--chunk-lines must be >= 1, got {args.chunk_lines}")
     translator = load_translator(args)
     with ExitStack() as stack:
         if args.text is not None:

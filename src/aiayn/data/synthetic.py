@@ -4,14 +4,25 @@
   target is the same text.
 * ``reverse``: same sources; the target lists the words in reverse order.
 * ``dates``: the source is a calendar date between 1950-01-01 and 2049-12-31 written in one of
-  several human formats (see :data:`DATE_FORMATS`), in its usual, lower or upper case; the target
-  is the ISO date ``YYYY-MM-DD``. All numeric formats are day first and two-digit years mean
-  1950..2049, so every source has exactly one reading.
+  several human formats (see :data:`DATE_FORMATS`), in its usual, lower or upper case, with its
+  day number (and, in numeric formats, its month number) zero-padded or not ("Thursday, 03 June
+  1982" and "Thursday, 3 June 1982"; "03.06.82" and "3.6.82"); the target is the ISO date
+  ``YYYY-MM-DD``. All numeric formats are day first and two-digit years mean 1950..2049, so
+  every source has exactly one reading.
 
 Held-out data is really unseen: for ``dates`` the valid and test splits use calendar dates that
 appear in no training example (in any format), each held-out date once; for ``copy`` and
 ``reverse`` no held-out source string appears in training. The same ``(name, seed, sizes)``
 always gives the same data.
+
+To measure generalisation beyond the generator, :data:`HELDOUT_DATE_FORMATS` lists formats the
+training generator never produces (:func:`heldout_format_pairs` rewrites held-out dates in them):
+
+* ``{Wkd}, {dd} {Mon} {Y}``: the e-mail (RFC 5322) style, "Thu, 03 Jun 1982";
+* ``{Weekday} the {dth} of {Month} {Y}``: "Thursday the 3rd of June 1982";
+* ``{Mon}. {d}, {Y}``: the abbreviation with a full stop, "Jun. 3, 1982";
+* ``{dd}-{mm}-{Y}``: numeric with hyphens, "03-06-1982";
+* ``{Y}/{mm}/{dd}``: year first, "1982/06/03" (no training format puts the year first).
 """
 
 import random
@@ -40,18 +51,27 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _fields(d: date) -> dict[str, str]:
+def _fields(d: date, pad_day: bool | None, pad_month: bool | None) -> dict[str, str]:
+    """The pieces a format template names. ``pad_day`` / ``pad_month``: True writes every day /
+    month number with two digits, False with as few as needed, None as the template says
+    (``{dd}``/``{mm}`` padded, ``{d}`` not)."""
     weekday, month = WEEKDAYS[d.weekday()], MONTHS[d.month - 1]
+    day, padded_day = str(d.day), f"{d.day:02d}"
+    month_number, padded_month = str(d.month), f"{d.month:02d}"
+    if pad_day is not None:
+        day = padded_day = padded_day if pad_day else day
+    if pad_month is not None:
+        padded_month = padded_month if pad_month else month_number
     return {
         "Weekday": weekday,
         "Wkd": weekday[:3],
         "Month": month,
         "Mon": month[:3],
         "mon": month[:3].lower(),
-        "d": str(d.day),
-        "dd": f"{d.day:02d}",
-        "dth": ordinal(d.day),
-        "mm": f"{d.month:02d}",
+        "d": day,
+        "dd": padded_day,
+        "dth": ordinal(d.day),  # nobody writes "03rd"
+        "mm": padded_month,
         "Y": str(d.year),
         "yy": f"{d.year % 100:02d}",
     }
@@ -75,12 +95,36 @@ DATE_FORMATS = [
     "{Mon} {d}, {Y}",  # Nov 21, 2026
     "{Weekday}, {Month} {d}, {Y}",  # Saturday, November 21, 2026
 ]
+"""Training formats. A day number ({d} or {dd}) and a numeric month ({mm}) are written
+zero-padded or not, each drawn at random per example (see `format_date`)."""
+
+HELDOUT_DATE_FORMATS = [
+    "{Wkd}, {dd} {Mon} {Y}",  # Thu, 03 Jun 1982
+    "{Weekday} the {dth} of {Month} {Y}",  # Thursday the 3rd of June 1982
+    "{Mon}. {d}, {Y}",  # Jun. 3, 1982
+    "{dd}-{mm}-{Y}",  # 03-06-1982
+    "{Y}/{mm}/{dd}",  # 1982/06/03
+]
+"""Formats the training generator never produces, scored separately (`heldout_format_pairs`)."""
+
 CASES = ("as_is", "lower", "upper")
 
 
-def format_date(d: date, fmt_id: int, case: str = "as_is") -> str:
-    """``d`` written in ``DATE_FORMATS[fmt_id]``, then lower- or upper-cased if asked."""
-    text = DATE_FORMATS[fmt_id].format(**_fields(d))
+def format_date(
+    d: date,
+    fmt_id: int,
+    case: str = "as_is",
+    *,
+    pad_day: bool | None = None,
+    pad_month: bool | None = None,
+    formats: list[str] = DATE_FORMATS,
+) -> str:
+    """``d`` written in ``formats[fmt_id]``, then lower- or upper-cased if asked.
+
+    ``pad_day`` / ``pad_month``: True = two digits ("03"), False = unpadded ("3"), None = the
+    template's own style ({dd}/{mm} padded, {d} not).
+    """
+    text = formats[fmt_id].format(**_fields(d, pad_day, pad_month))
     if case == "lower":
         return text.lower()
     if case == "upper":
@@ -95,10 +139,24 @@ def two_digit_year(yy: int) -> int:
     return 1900 + yy if yy >= 50 else 2000 + yy
 
 
-def _date_example(rng: random.Random, d: date) -> tuple[str, str]:
-    fmt_id = rng.randrange(len(DATE_FORMATS))
+def _date_example(
+    rng: random.Random, d: date, formats: list[str] = DATE_FORMATS
+) -> tuple[str, str]:
+    fmt_id = rng.randrange(len(formats))
     case = rng.choices(CASES, weights=(3, 1, 1))[0]
-    return format_date(d, fmt_id, case), d.isoformat()
+    pad_day, pad_month = rng.random() < 0.5, rng.random() < 0.5
+    text = format_date(d, fmt_id, case, pad_day=pad_day, pad_month=pad_month, formats=formats)
+    return text, d.isoformat()
+
+
+def heldout_format_pairs(
+    pairs: Pairs, seed: int = 0, formats: list[str] = HELDOUT_DATE_FORMATS
+) -> Pairs:
+    """The target dates of ``pairs`` (ISO strings) rewritten in ``formats`` (by default
+    :data:`HELDOUT_DATE_FORMATS`, never produced for training), each with a random format, case
+    and padding: a test of generalisation to new ways of writing a date."""
+    rng = random.Random(f"aiayn-heldout-formats-{seed}")
+    return [_date_example(rng, date.fromisoformat(t), formats) for _, t in pairs]
 
 
 def _dates(rng: random.Random, num_train: int, num_valid: int, num_test: int) -> dict[str, Pairs]:

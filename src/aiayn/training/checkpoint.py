@@ -15,7 +15,10 @@ step, so a crash mid-save leaves the previous checkpoints untouched and never a 
 A directory being replaced or pruned is first renamed to a hidden name, then deleted. Hidden
 leftovers of a killed process (`.step_NNNNNN.tmp-PID`, `.step_NNNNNN.old-PID`) are never
 listed as checkpoints and are removed by the next save. Training state is read back with
-`torch.load(weights_only=True)`, which refuses pickles that would run code.
+`torch.load(weights_only=True)`, which refuses pickles that would run code. Before a resumed run
+builds its model, `check_resume_model` compares the newest checkpoint's weights header with the
+model the config describes, laid out on the meta device: a config that disagrees with the
+checkpoint (`--set model.d_model=1000000000`) is an error naming the tensor, not an allocation.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import contextlib
 import os
 import re
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +37,15 @@ from torch import nn
 from aiayn.errors import CheckpointError
 from aiayn.files import atomic_write
 from aiayn.model.pretrained import CONFIG_FILE as MODEL_CONFIG_FILE
-from aiayn.model.pretrained import WEIGHTS_FILE, load_model, load_weights, read_model_json
+from aiayn.model.pretrained import (
+    WEIGHTS_FILE,
+    check_unstored_buffers,
+    check_weights_file,
+    load_model,
+    load_weights,
+    meta_model,
+    read_model_json,
+)
 from aiayn.training.run_dir import lock_if_run_dir
 
 CHECKPOINTS = "checkpoints"
@@ -132,6 +144,20 @@ def load_training_state(checkpoint: Path) -> dict[str, Any]:
     if problems:
         raise CheckpointError(f"{path}: not an aiayn training state: missing or wrong {', '.join(problems)}")
     return state
+
+
+def check_resume_model(run_dir: Path, build: Callable[[], nn.Module], config_name: str) -> None:
+    """Before a resumed run builds its model with `build()`: lay that model out on the meta
+    device (no memory) and check it against the newest checkpoint's weights header (names,
+    shapes, dtypes). Raises `CheckpointError` naming the tensor, or `config_name` when the
+    config is too large to lay out; does nothing when the run has no checkpoint yet."""
+    checkpoints = list_checkpoints(run_dir)
+    if not checkpoints:
+        return
+    weights = checkpoints[-1] / WEIGHTS_FILE
+    layout = meta_model(build, config_name)
+    check_weights_file(layout, weights)
+    check_unstored_buffers(layout, weights, config_name)
 
 
 def restore_weights(model: nn.Module, checkpoint: Path) -> None:

@@ -2,7 +2,8 @@
 
 A config has three sections, `data`, `model` and `train`. An unknown key anywhere is a
 `ConfigError` listing the valid keys; any field can be overridden on the command line with
-a dotted path (`--set train.max_steps=200`, the value parsed as YAML).
+a dotted path (`--set train.max_steps=200`, the value parsed as YAML). Every number is checked
+against its `RANGES` entry (finite, within bounds), the error naming the field (`train.lr`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import yaml
 
 from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
+from aiayn.training.config_ranges import RANGES
 
 log = logging.getLogger(__name__)
 
@@ -178,6 +180,12 @@ def _rename_deprecated(data: dict[str, Any], section: str) -> dict[str, Any]:
     return renamed
 
 
+def _check_range(section: str, name: str, value: Any) -> None:
+    allowed = RANGES.get((section, name))
+    if allowed is not None and value is not None:
+        allowed.check(f"{section}.{name}", value)
+
+
 def _check_type(where: str, value: Any, annotation: Any) -> Any:
     """Check (and gently coerce int -> float) one value against a field annotation."""
     origin = typing.get_origin(annotation)
@@ -223,6 +231,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
     for name, value in data.items():
         path = f"{where}.{name}" if where else name
         kwargs[name] = _check_type(path, value, hints[name])
+        _check_range(where, name, kwargs[name])
         choices = CHOICES.get((where, name))
         if choices and kwargs[name] not in choices:
             raise ConfigError(f"{path} must be one of {', '.join(choices)}; got {value!r}")
@@ -260,6 +269,10 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
             f"unknown key(s) {', '.join('model.' + k for k in bad)}; valid keys in model: "
             f"preset, {', '.join(sorted(valid))}"
         )
+    hints = typing.get_type_hints(ModelConfig)
+    for name, value in model.items():  # "1e-6" (a YAML string) -> 1e-6, then the range
+        model[name] = _check_type(f"model.{name}", value, hints[name])
+        _check_range("model", name, model[name])
     try:  # types and ranges, as the model will see them (vocabulary sizes come later)
         ModelConfig.preset(preset, **model)
     except (TypeError, ValueError) as error:
@@ -269,19 +282,11 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         model=ModelSection(preset=preset, overrides=model),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
+    if config.train.schedule == "noam" and config.train.warmup < 1:
+        raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {config.train.warmup}")
     if not config.data.tokenizer.strip():
         raise ConfigError("data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name")
     config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
-    for name in (
-        "batch_tokens",
-        "accumulate",
-        "log_every",
-        "eval_every",
-        "keep_checkpoints",
-        "max_bad_steps",
-    ):
-        if getattr(config.train, name) <= 0:
-            raise ConfigError(f"train.{name} must be > 0, got {getattr(config.train, name)!r}")
     return config
 
 

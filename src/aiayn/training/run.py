@@ -34,9 +34,10 @@ import torch
 from aiayn.errors import AiaynError, ConfigError
 from aiayn.files import atomic_write_text
 from aiayn.model.pretrained import load_model
+from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.distributed import DistContext, broadcast_object, distributed_session
-from aiayn.training.run_dir import log_to_file, prepare_run_dir
+from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
 from aiayn.training.trainer import Trainer
@@ -114,6 +115,8 @@ def _train_and_report(
 
     if dist.is_main and not resume:
         save_tokenizer(run_dir)
+    if resume:  # the checkpoint and the config agree before anything is allocated
+        check_resume_model(run_dir, lambda: task.build_model(config, data), str(run_dir / CONFIG_FILE))
     model = task.build_model(config, data)
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")

@@ -1,0 +1,67 @@
+"""Checked numeric command-line options, and one-line argument errors.
+
+Every numeric option is declared with one of these argparse types, so a bad value is refused
+as the command line is parsed, with the option's name:
+
+    parser.add_argument("--alpha", type=finite_float(0, 10), default=0.6)
+    parser.add_argument("--beam", type=bounded_int(1), default=4)
+
+    $ aiayn translate --model runs/dates --alpha nan
+    aiayn translate: error: argument --alpha: must be a finite number in [0, 10], got 'nan' (see ...)
+
+The ranges are `aiayn.ranges.Range`, the same check config files get.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from typing import NoReturn
+
+from aiayn.ranges import Range
+
+
+def number_type(allowed: Range) -> Callable[[str], int | float]:
+    """An argparse `type`: parse the option's text as a number and check it against `allowed`."""
+
+    def parse(text: str) -> int | float:
+        try:
+            value: int | float = int(text) if allowed.integer else float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {allowed.describe()}, got {text!r}") from None
+        if not allowed.contains(value):
+            raise argparse.ArgumentTypeError(f"must be {allowed.describe()}, got {text!r}")
+        return value
+
+    parse.__name__ = "integer" if allowed.integer else "number"  # argparse's fallback wording
+    return parse
+
+
+def finite_float(
+    low: float | None = None,
+    high: float | None = None,
+    *,
+    low_open: bool = False,
+    high_open: bool = False,
+) -> Callable[[str], float]:
+    """A float option that must be finite and within `low`..`high` (None: unbounded;
+    `low_open`/`high_open` exclude the bound)."""
+    return number_type(Range(low, high, low_open, high_open))  # type: ignore[return-value]
+
+
+def bounded_int(low: int | None = None, high: int | None = None) -> Callable[[str], int]:
+    """An integer option within `low`..`high` (inclusive; None: unbounded)."""
+    return number_type(Range(low, high, integer=True))  # type: ignore[return-value]
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """`argparse.ArgumentParser` whose errors are one line (exit status 2):
+    `aiayn translate: error: argument --beam: must be an integer >= 1, got '0' (see
+    'aiayn translate --help')`; argparse's own prints the usage first, over several lines.
+
+    Subparsers made with `add_subparsers` are of this class too.
+    """
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
+
