@@ -89,11 +89,12 @@ def test_sigint_stops_an_idle_language_model_service_with_status_0(lm_dir):
 @pytest.mark.parametrize(
     "options, message",
     [
-        (["--port", "70000"], "--port must be in [0, 65535]"),
-        (["--max-sentences", "0"], "--max-sentences must be >= 1"),
-        (["--batch-wait-ms", "-1"], "--batch-wait-ms must be in [0, 10000]"),
+        (["--port", "70000"], "argument --port: must be an integer in [0, 65535], got '70000'"),
+        (["--max-sentences", "0"], "argument --max-sentences: must be an integer >= 1, got '0'"),
+        (["--batch-wait-ms", "-1"], "argument --batch-wait-ms: must be a finite number in [0, 10000]"),
+        (["--batch-wait-ms", "nan"], "argument --batch-wait-ms: must be a finite number in [0, 10000]"),
         (["--api-key", " "], "--api-key must not be empty"),
-        (["--threads", "0"], "--threads must be >= 1"),
+        (["--threads", "0"], "argument --threads: must be an integer >= 1, got '0'"),
     ],
 )
 def test_bad_options_are_one_line_errors(translation_dir, options, message, capsys):

@@ -23,6 +23,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.errors import ConfigError
 
 API_KEY_ENV = "AIAYN_API_KEY"
@@ -38,29 +39,33 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--model", required=True, type=Path, metavar="DIR", help="model directory")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 = any free port)")
+    parser.add_argument(
+        "--port", type=bounded_int(0, 65535), default=8000, help="port (default 8000; 0 = any free port)"
+    )
     parser.add_argument(
         "--device", default="auto", help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)"
     )
-    parser.add_argument("--threads", type=int, metavar="N", help="torch threads (default: torch's choice)")
     parser.add_argument(
-        "--max-batch-tokens", type=int, default=4096, metavar="N",
+        "--threads", type=bounded_int(1), metavar="N", help="torch threads (default: torch's choice)"
+    )
+    parser.add_argument(
+        "--max-batch-tokens", type=bounded_int(1), default=4096, metavar="N",
         help="most padded source tokens decoded in one batch (default 4096)",
     )
     parser.add_argument(
-        "--batch-wait-ms", type=float, default=5.0, metavar="MS",
+        "--batch-wait-ms", type=finite_float(0, 10_000), default=5.0, metavar="MS",
         help="how long a request may wait for others to share its batch (default 5)",
     )
     parser.add_argument(
-        "--max-request-bytes", type=int, default=64 * 1024, metavar="N",
+        "--max-request-bytes", type=bounded_int(1), default=64 * 1024, metavar="N",
         help="largest request body accepted (default 65536; larger: 413)",
     )
     parser.add_argument(
-        "--max-sentences", type=int, default=64, metavar="N",
+        "--max-sentences", type=bounded_int(1), default=64, metavar="N",
         help="most sentences in one /v1/translate request (default 64; more: 413)",
     )
     parser.add_argument(
-        "--max-new-tokens", type=int, default=1000, metavar="N",
+        "--max-new-tokens", type=bounded_int(0), default=1000, metavar="N",
         help="largest max_new_tokens a /v1/generate request may ask for (default 1000)",
     )
     parser.add_argument(
@@ -73,19 +78,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def check_arguments(args: argparse.Namespace) -> None:
-    """One-line errors for impossible option values."""
-    if not 0 <= args.port <= 65535:
-        raise ConfigError(f"--port must be in [0, 65535], got {args.port}")
-    if args.threads is not None and args.threads < 1:
-        raise ConfigError(f"--threads must be >= 1, got {args.threads}")
-    for option in ("max_batch_tokens", "max_request_bytes", "max_sentences"):
-        value = getattr(args, option)
-        if value < 1:
-            raise ConfigError(f"--{option.replace('_', '-')} must be >= 1, got {value}")
-    if args.max_new_tokens < 0:
-        raise ConfigError(f"--max-new-tokens must be >= 0, got {args.max_new_tokens}")
-    if not 0 <= args.batch_wait_ms <= 10_000:
-        raise ConfigError(f"--batch-wait-ms must be in [0, 10000], got {args.batch_wait_ms}")
+    """One-line errors for option values the argparse types cannot judge alone."""
     if args.api_key is not None and not args.api_key.strip():
         raise ConfigError("--api-key must not be empty")
 
