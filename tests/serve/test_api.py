@@ -16,6 +16,7 @@ import torch
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
+from aiayn.errors import CheckpointError
 from aiayn.lm.generate import generate
 from aiayn.model import DecoderOnlyLM
 from aiayn.translator import Translator
@@ -208,10 +209,26 @@ def test_another_translator_plugs_in_behind_the_engine_interface(translation_dir
         assert_error(client.post("/v1/attention", json={"text": "ja"}), 501, "no attention weights")
 
 
-def test_a_ctranslate2_export_is_named_not_misread(tmp_path, translation_dir):
+def test_a_ctranslate2_export_is_served_through_ctranslate2(tmp_path, translation_dir):
+    pytest.importorskip("ctranslate2")
+    from aiayn.export.ctranslate2 import export_ctranslate2
+
+    export_ctranslate2(translation_dir, tmp_path / "ct2")
+    translator = Translator.load(translation_dir, "cpu")
+    engine = load_engine(tmp_path / "ct2", "cpu")
+    with TestClient(create_app(engine), raise_server_exceptions=False) as client:
+        info = client.get("/v1/model").json()
+        assert info["engine"] == "ctranslate2"
+        body = client.post("/v1/translate", json={"text": SOURCES[:3], "beam": 1}).json()
+        assert [n[0]["text"] for n in body["translations"]] == translator.translate(SOURCES[:3], beam=1)
+        assert_error(client.post("/v1/attention", json={"text": "ja"}), 501, "no attention weights")
+
+
+def test_a_foreign_ctranslate2_directory_is_a_clear_error(tmp_path):
+    pytest.importorskip("ctranslate2")
     for name in ("config.json", "model.bin"):
         (tmp_path / name).write_bytes(b"{}")
-    with pytest.raises(Exception, match="CTranslate2 export"):
+    with pytest.raises(CheckpointError, match="aiayn.json"):
         load_engine(tmp_path, "cpu")
 
 

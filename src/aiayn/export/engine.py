@@ -210,13 +210,17 @@ class CTranslate2Translator:
             return_end_token=True,
             return_scores=True,
         )
-        found = [zip(out.hypotheses, out.scores, strict=True) for out in outputs]
-        ranked = [self._rank([(self._target_id_list(t), raw) for t, raw in hyps], beam, alpha)[:nbest]
-                  for hyps in found]
+        found = [
+            [(self._target_id_list(t), raw) for t, raw in zip(out.hypotheses, out.scores, strict=True)]
+            for out in outputs
+        ]
+        ranked = [self._rank(hyps, beam, alpha)[:nbest] for hyps in found]
         if exact:
             ids = [[ids for ids, _ in hyps] for hyps in ranked]
+            raw = [{tuple(i): log_p for i, log_p in hyps} for hyps in found]
             sources = [src for src, hyps in zip(source, ids, strict=True) for _ in hyps]
-            log_probs = iter(self._log_probs(sources, [i for hyps in ids for i in hyps]))
+            fallback = [raw_of[tuple(i)] for raw_of, hyps in zip(raw, ids, strict=True) for i in hyps]
+            log_probs = iter(self._log_probs(sources, [i for hyps in ids for i in hyps], fallback))
             ranked = [self._rank([(i, next(log_probs)) for i in hyps], beam, alpha) for hyps in ids]
         eos = self.config.eos_id
         return [
@@ -236,22 +240,33 @@ class CTranslate2Translator:
 
         return sorted(((ids, score(ids, log_p)) for ids, log_p in hypotheses), key=lambda pair: -pair[1])
 
-    def _log_probs(self, sources: list[list[str]], outputs: list[list[int]]) -> list[float]:
+    def _log_probs(
+        self, sources: list[list[str]], outputs: list[list[int]], search_scores: list[float]
+    ) -> list[float]:
         """log P(output | source) under the full softmax, by forced decoding; an output that
-        ends with `<eos>` counts it, one cut at the length limit does not."""
+        ends with `<eos>` counts it, one cut at the length limit does not. An output cut at the
+        model's `max_len` cannot be forced (scoring it would need one position more than the
+        table has): it keeps its `search_scores` entry, the search's own log-probability."""
         if not outputs:
             return []
         eos = self.config.eos_id
         ended = [bool(ids) and ids[-1] == eos for ids in outputs]
+        forced = [end or len(ids) < self.config.max_len for ids, end in zip(outputs, ended, strict=True)]
         targets = [
             [self._target_tokens[i] for i in (ids[:-1] if end else ids)]
-            for ids, end in zip(outputs, ended, strict=True)
+            for ids, end, force in zip(outputs, ended, forced, strict=True)
+            if force
         ]
-        scored = self.engine.score_batch(sources, targets, max_input_length=0)  # appends <eos> itself
-        return [
-            float(sum(result.log_probs if end else result.log_probs[:-1]))
-            for end, result in zip(ended, scored, strict=True)
-        ]
+        kept = [source for source, force in zip(sources, forced, strict=True) if force]
+        scored = iter(self.engine.score_batch(kept, targets, max_input_length=0) if kept else [])
+        log_probs = []
+        for end, force, search_score in zip(ended, forced, search_scores, strict=True):
+            if not force:
+                log_probs.append(float(search_score))
+                continue
+            result = next(scored)  # score_batch appends <eos> itself
+            log_probs.append(float(sum(result.log_probs if end else result.log_probs[:-1])))
+        return log_probs
 
     def translate(
         self,

@@ -265,10 +265,12 @@ def load_engine(directory: str | Path, device: str | torch.device | None = None)
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"--model {directory}: not a directory")
-    if (directory / "model.bin").is_file():
-        raise CheckpointError(
-            f"{directory} is a CTranslate2 export (model.bin), and this aiayn has no CTranslate2 "
-            "engine: serve the aiayn model directory it was exported from"
+    if (directory / "model.bin").is_file():  # written by `aiayn export ctranslate2`
+        from aiayn.export.engine import CTranslate2Translator
+
+        translator = CTranslate2Translator(directory, str(device or "auto"))
+        return TranslationEngine(
+            translator, translator.config, "ctranslate2", None, directory, translator.device
         )
     model_type = read_model_json(directory)["model_type"]
     if model_type == "transformer":
