@@ -3,12 +3,13 @@
     python benchmarks/decode_throughput.py            # writes benchmarks/results/decode_throughput.json
 
 1. Synthetic workload: a random `small` Transformer (vocabulary 8000) greedily decodes 64
-   random-token sentences for exactly 50 steps each (not stopping at `<eos>`): ours with the
-   cache (one decoder position per step), ours without it (the decoder re-runs over the whole
-   prefix every step), and the `torch.nn.Transformer` reference of the same shape without a
-   cache (encoder once, decoder over the prefix every step, as in PyTorch's tutorial). The
-   three are timed in alternating repetitions, so that drifting machine load hits all alike,
-   and the medians are reported.
+   random-token sentences for exactly 50 steps each (its `<eos>` logit is -inf, so no row
+   stops early): ours with the cache (`greedy_search`: one decoder position per step), ours
+   without it (`uncached_greedy` below: the decoder re-runs over the whole prefix every step),
+   and the `torch.nn.Transformer` reference of the same shape without a cache (encoder once,
+   decoder over the prefix every step, as in PyTorch's tutorial). The three are timed in
+   alternating repetitions, so that drifting machine load hits all alike, and the medians are
+   reported.
 2. Real workload (when `--model` exists): a trained model translates the 1,000
    `test_2016_flickr` sentences end to end (tokenize, decode, detokenize) with beam 4, beam 5
    and greedy search, as `aiayn evaluate` does; sentences/s (median of `--test-repeats`
@@ -31,8 +32,10 @@ import torch
 from aiayn.data.corpus import read_lines
 from aiayn.data.paths import data_root
 from aiayn.decoding import greedy_search
+from aiayn.decoding.common import log_probs, never_generated
 from aiayn.evaluation import evaluate_translation
 from aiayn.model import ModelConfig, Transformer
+from aiayn.model.masks import padding_mask_or_none
 from aiayn.translator import Translator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -64,15 +67,47 @@ def machine_name(device: str) -> str:
     return platform.processor() or platform.machine()
 
 
+def never_ends(model: Transformer) -> Transformer:
+    """`model` with `<eos>` at logit -inf: greedy search then runs every row to its step limit,
+    a fixed workload whatever the random weights pick."""
+    eos = torch.tensor([model.config.eos_id], device=next(model.parameters()).device)
+
+    def forbid_eos(_module: torch.nn.Module, _inputs: tuple, logits: torch.Tensor) -> torch.Tensor:
+        return logits.index_fill(-1, eos, float("-inf"))
+
+    model.output_projection.register_forward_hook(forbid_eos)
+    return model
+
+
+def cached_greedy(model: Transformer, src: torch.Tensor, steps: int) -> list[list[int]]:
+    """Ours with the key/value cache: `greedy_search` itself."""
+    return greedy_search(model, src, max_steps=steps).tokens
+
+
+@torch.no_grad()
+def uncached_greedy(model: Transformer, src: torch.Tensor, steps: int) -> list[list[int]]:
+    """Ours without the cache: encode (B, S) `src` once, then re-run the decoder over the whole
+    (B, t+1) prefix at every step t (the textbook definition; `steps` tokens per row)."""
+    config = model.config
+    forbidden = never_generated(config.pad_id, config.bos_id, config.eos_id)
+    src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S) or None
+    memory = model.encode(src, src_padding_mask)  # (B, S, D)
+    out = torch.full((src.size(0), steps + 1), config.bos_id, dtype=torch.long, device=src.device)
+    for t in range(steps):
+        hidden = model.decode(out[:, : t + 1], memory, src_padding_mask, return_hidden=True)  # (B, t+1, D)
+        out[:, t + 1] = log_probs(model.output_projection(hidden[:, -1]), forbidden).argmax(dim=-1)
+    return out[:, 1:].tolist()
+
+
 def time_once(model: Transformer, src: torch.Tensor, steps: int, use_cache: bool) -> float:
     if src.is_cuda:
         torch.cuda.synchronize()
     start = time.perf_counter()
-    out = greedy_search(model, src, max_steps=steps, use_cache=use_cache, stop_at_eos=False)
+    tokens = (cached_greedy if use_cache else uncached_greedy)(model, src, steps)
     if src.is_cuda:
         torch.cuda.synchronize()
     elapsed = time.perf_counter() - start
-    assert all(len(tokens) == steps for tokens in out.tokens)
+    assert all(len(row) == steps for row in tokens)
     return elapsed
 
 
@@ -159,14 +194,14 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.manual_seed(0)
     config = ModelConfig.preset(args.preset, vocab_size=args.vocab_size)
-    model = Transformer(config).to(args.device).eval()
+    model = never_ends(Transformer(config).to(args.device).eval())
     reference = ReferenceTransformer(config).to(args.device).eval()
     src = random_sources(config, args.sentences, args.src_min_len, args.src_max_len, 0)
     src = src.to(args.device)
 
-    cached = greedy_search(model, src, max_steps=args.steps, stop_at_eos=False)  # also warms up
-    uncached = greedy_search(model, src, max_steps=args.steps, use_cache=False, stop_at_eos=False)
-    identical = cached.tokens == uncached.tokens
+    cached = cached_greedy(model, src, args.steps)  # also warms up
+    uncached = uncached_greedy(model, src, args.steps)
+    identical = cached == uncached
     reference_greedy(reference, src, 2)  # warm-up
     times: dict[bool, list[float]] = {True: [], False: []}
     reference_times: list[float] = []

@@ -26,3 +26,7 @@ class CheckpointError(AiaynError, ValueError):
 
 class TrainingError(AiaynError, RuntimeError):
     """Training cannot go on (e.g. too many consecutive non-finite steps)."""
+
+
+class RunDirInUseError(AiaynError, RuntimeError):
+    """Another process is training into this run directory (it holds the directory's lock)."""

@@ -5,7 +5,7 @@ import torch
 
 from aiayn.decoding import greedy_search, output_limits
 
-from .helpers import approx, source_batch, tiny_transformer
+from .helpers import approx, source_batch, tiny_transformer, uncached_greedy, without_eos
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
@@ -13,17 +13,34 @@ def test_cached_and_uncached_decoding_agree(seed):
     model = tiny_transformer(seed)
     src = source_batch([5, 3, 7, 1], seed=seed)
     cached = greedy_search(model, src, max_len_extra=6)
-    uncached = greedy_search(model, src, max_len_extra=6, use_cache=False)
+    uncached = uncached_greedy(model, src, max_len_extra=6)
+    assert cached.tokens == uncached.tokens
+    assert cached.scores == approx(uncached.scores)
+
+
+def ending_model(**overrides):
+    """A tiny model and batch whose greedy outputs vary and end at `<eos>` mid-sentence."""
+    return tiny_transformer(4, noise=0.05, **overrides), source_batch([5, 3, 7, 1], seed=4)
+
+
+def test_cached_and_uncached_agree_when_rows_end_at_eos():
+    model, src = ending_model()
+    limits = output_limits(src, model.config.pad_id, max_len_extra=6).tolist()
+    cached = greedy_search(model, src, max_len_extra=6)
+    uncached = uncached_greedy(model, src, max_len_extra=6)
+    ended_early = [len(t) < limit for t, limit in zip(cached.tokens, limits, strict=True)]
+    assert sum(ended_early) >= 2 and max(len(set(t)) for t in cached.tokens) >= 3  # the case it checks
     assert cached.tokens == uncached.tokens
     assert cached.scores == approx(uncached.scores)
 
 
 def test_forced_steps_agree_without_stopping():
-    model = tiny_transformer(3)
-    src = source_batch([4, 6], seed=3)
-    cached = greedy_search(model, src, max_steps=12, stop_at_eos=False)
-    uncached = greedy_search(model, src, max_steps=12, stop_at_eos=False, use_cache=False)
-    assert [len(t) for t in cached.tokens] == [12, 12]
+    model, src = ending_model()
+    assert min(len(t) for t in greedy_search(model, src, max_steps=12).tokens) < 12  # <eos> comes first
+    with without_eos(model):
+        cached = greedy_search(model, src, max_steps=12)
+        uncached = uncached_greedy(model, src, max_steps=12)
+    assert [len(t) for t in cached.tokens] == [12] * 4
     assert cached.tokens == uncached.tokens
     assert cached.scores == approx(uncached.scores)
 
@@ -66,7 +83,7 @@ def test_length_limits_and_no_special_outputs():
 
 
 def test_model_max_len_caps_the_output():
-    model = tiny_transformer(7, max_len=10)
-    src = source_batch([6], seed=7)
-    out = greedy_search(model, src, max_len_extra=50, stop_at_eos=False)
-    assert len(out.tokens[0]) == 10
+    model, src = ending_model(max_len=10)
+    with without_eos(model):
+        out = greedy_search(model, src, max_len_extra=50)
+    assert [len(t) for t in out.tokens] == [10] * 4

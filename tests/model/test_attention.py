@@ -51,17 +51,17 @@ def check_probabilities(probabilities: Tensor, allowed: Tensor) -> None:
 # ------------------------------------------------------------------------- masks
 def test_mask_conventions_true_means_may_attend() -> None:
     tokens = torch.tensor([[5, 6, 0], [7, 0, 0]])
-    real = padding_mask(tokens, pad_id=0)
-    assert real.dtype == torch.bool
-    assert real.tolist() == [[True, True, False], [True, False, False]]
+    src_padding_mask = padding_mask(tokens, pad_id=0)
+    assert src_padding_mask.dtype == torch.bool
+    assert src_padding_mask.tolist() == [[True, True, False], [True, False, False]]
 
     causal = subsequent_mask(3)
     assert causal.tolist() == [[True, False, False], [True, True, False], [True, True, True]]
 
     assert attention_mask(None) is None
-    assert attention_mask(real).shape == (2, 1, 1, 3)
+    assert attention_mask(src_padding_mask).shape == (2, 1, 1, 3)
     assert attention_mask(None, causal=True, query_length=4).shape == (1, 1, 4, 4)
-    both = attention_mask(real, causal=True)
+    both = attention_mask(src_padding_mask, causal=True)
     assert both.shape == (2, 1, 3, 3)
     assert both[1, 0].tolist() == [[True, False, False], [True, False, False], [True, False, False]]
     with pytest.raises(ValueError, match="query_length"):
@@ -70,6 +70,15 @@ def test_mask_conventions_true_means_may_attend() -> None:
         attention_mask(tokens)
     with pytest.raises(ValueError, match=r"\(B, T\)"):
         padding_mask(tokens[0])
+
+
+def test_attention_mask_keeps_its_old_keyword() -> None:
+    src_padding_mask = torch.tensor([[True, True, False], [True, False, False]])
+    with pytest.warns(DeprecationWarning, match="padding_mask="):
+        old = attention_mask(key_padding_mask=src_padding_mask, causal=True)
+    assert torch.equal(old, attention_mask(src_padding_mask, causal=True))
+    with pytest.raises(TypeError, match="padding_mask only"):
+        attention_mask(src_padding_mask, key_padding_mask=src_padding_mask)
 
 
 # ------------------------------------------------- explicit path == fast path
@@ -95,13 +104,13 @@ def test_paths_agree_under_arbitrary_masks(batch, heads, queries, keys, density,
 @pytest.mark.parametrize("kind", ["none", "causal", "is_causal", "padding", "padding_causal"])
 def test_paths_agree_for_model_masks(kind: str) -> None:
     q, k, v = qkv(2, 3, 5, 5, seed=7)
-    real = torch.tensor([[True] * 5, [True, True, True, False, False]])
+    src_padding_mask = torch.tensor([[True] * 5, [True, True, True, False, False]])
     mask = {
         "none": None,
         "causal": subsequent_mask(5)[None, None],
         "is_causal": None,
-        "padding": attention_mask(real),
-        "padding_causal": attention_mask(real, causal=True),
+        "padding": attention_mask(src_padding_mask),
+        "padding_causal": attention_mask(src_padding_mask, causal=True),
     }[kind]
     is_causal = kind == "is_causal"
     fast, _ = scaled_dot_product_attention(q, k, v, mask, is_causal=is_causal)
@@ -134,8 +143,8 @@ def test_multi_head_attention_paths_agree_with_cache_and_cross() -> None:
     torch.manual_seed(0)
     attention = MultiHeadAttention(16, 4).eval()
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
-    real = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
-    for mask in (attention_mask(real), None):
+    src_padding_mask = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
+    for mask in (attention_mask(src_padding_mask), None):
         fast = attention(x, AttentionContext(mask=mask, memory=memory))
         weights: list[torch.Tensor] = []
         explicit = attention(x, AttentionContext(mask=mask, memory=memory, attention_maps=weights))

@@ -21,13 +21,13 @@ def transformer_inputs(batch: int = 3, src_len: int = 8, tgt_len: int = 7):
 
 def decode_in_chunks(model, src, tgt_in, chunks: list[int]):
     """Decode `tgt_in` through one cache, `chunks` positions at a time; concatenated logits."""
-    src_real = src != 0
+    src_padding_mask = src != 0
     memory = model.encode(src)
     cache = model.new_cache()
     assert isinstance(cache, DecoderCache) and cache.length == 0
     outputs, start = [], 0
     for size in chunks:
-        outputs.append(model.decode(tgt_in[:, start : start + size], memory, src_real, cache=cache))
+        outputs.append(model.decode(tgt_in[:, start : start + size], memory, src_padding_mask, cache=cache))
         start += size
         assert cache.length == start
     assert start == tgt_in.size(1)

@@ -58,8 +58,8 @@ def test_appending_source_padding_changes_nothing(norm_first, src, tgt_len, extr
         logits, more_logits = net(src, tgt_in), net(longer, tgt_in)
         memory, more_memory = net.encode(src), net.encode(longer)
     torch.testing.assert_close(more_logits, logits, atol=ATOL, rtol=0)
-    real = (src != 0)[..., None].expand_as(memory)
-    torch.testing.assert_close(more_memory[:, : src.size(1)][real], memory[real], atol=ATOL, rtol=0)
+    at_tokens = (src != 0)[..., None].expand_as(memory)  # (B, S, D): the source padding mask
+    torch.testing.assert_close(more_memory[:, : src.size(1)][at_tokens], memory[at_tokens], atol=ATOL, rtol=0)
 
 
 @PROPERTY

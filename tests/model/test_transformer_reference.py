@@ -66,23 +66,23 @@ class ReferenceTransformer(nn.Module):
     def embed(self, embedding: nn.Embedding, tokens: Tensor) -> Tensor:
         return embedding(tokens) * math.sqrt(self.d_model) + self.table[: tokens.size(1)]
 
-    def encode(self, src: Tensor, src_real: Tensor | None) -> Tensor:
-        ignore = None if src_real is None else ~src_real
+    def encode(self, src: Tensor, src_padding_mask: Tensor | None) -> Tensor:
+        ignore = None if src_padding_mask is None else ~src_padding_mask
         return self.encoder(self.embed(self.src_embedding, src), src_key_padding_mask=ignore)
 
     def decode(
-        self, tgt_in: Tensor, memory: Tensor, src_real: Tensor | None, tgt_real: Tensor | None
+        self, tgt_in: Tensor, memory: Tensor, src_padding_mask: Tensor | None, tgt_padding_mask: Tensor | None
     ) -> Tensor:
         return self.decoder(
             self.embed(self.tgt_embedding, tgt_in), memory,
             tgt_mask=blocked_future(tgt_in.size(1)),
-            tgt_key_padding_mask=None if tgt_real is None else ~tgt_real,
-            memory_key_padding_mask=None if src_real is None else ~src_real,
+            tgt_key_padding_mask=None if tgt_padding_mask is None else ~tgt_padding_mask,
+            memory_key_padding_mask=None if src_padding_mask is None else ~src_padding_mask,
         )
 
-    def forward(self, src, tgt_in, src_real, tgt_real):
-        memory = self.encode(src, src_real)
-        hidden = self.decode(tgt_in, memory, src_real, tgt_real)
+    def forward(self, src, tgt_in, src_padding_mask, tgt_padding_mask):
+        memory = self.encode(src, src_padding_mask)
+        hidden = self.decode(tgt_in, memory, src_padding_mask, tgt_padding_mask)
         return memory, hidden, self.output(hidden)
 
 
@@ -152,16 +152,16 @@ def test_transformer_matches_pytorch_reference(norm_first: bool, shared: bool, p
     if padded:
         src = pad_to_lengths(src, [9, 6, 2])
         tgt_in = pad_to_lengths(tgt_in, [4, 7, 1])
-        src_real, tgt_real = src != 0, tgt_in != 0
-        assert not src_real.all() and not tgt_real.all()
+        src_padding_mask, tgt_padding_mask = src != 0, tgt_in != 0
+        assert not src_padding_mask.all() and not tgt_padding_mask.all()
     else:
-        src_real = tgt_real = None
+        src_padding_mask = tgt_padding_mask = None
 
     with torch.no_grad():
         memory = model.encode(src)
-        hidden = model.decode(tgt_in, memory, src_real, return_hidden=True)
+        hidden = model.decode(tgt_in, memory, src_padding_mask, return_hidden=True)
         logits = model(src, tgt_in)
-        ref_memory, ref_hidden, ref_logits = reference(src, tgt_in, src_real, tgt_real)
+        ref_memory, ref_hidden, ref_logits = reference(src, tgt_in, src_padding_mask, tgt_padding_mask)
 
     assert logits.shape == (3, 7, config.tgt_vocab_size)
     assert (memory - ref_memory).abs().max() <= ATOL
@@ -200,11 +200,11 @@ def test_multi_head_attention_matches_nn_multihead_attention(kind: str) -> None:
     generator = torch.Generator().manual_seed(6)
     query = torch.randn(3, 5, 16, generator=generator)
     memory = query if kind != "cross" else torch.randn(3, 7, 16, generator=generator)
-    real = torch.ones(memory.shape[:2], dtype=torch.bool)
-    real[1, 3:] = False
-    real[2, 1:] = False
+    src_padding_mask = torch.ones(memory.shape[:2], dtype=torch.bool)
+    src_padding_mask[1, 3:] = False
+    src_padding_mask[2, 1:] = False
 
-    our_mask = attention_mask(real, causal=kind == "causal_self")
+    our_mask = attention_mask(src_padding_mask, causal=kind == "causal_self")
     their_mask = blocked_future(5) if kind == "causal_self" else None
     our_memory = memory if kind == "cross" else None
     collected: list[torch.Tensor] = []
@@ -212,10 +212,10 @@ def test_multi_head_attention_matches_nn_multihead_attention(kind: str) -> None:
         fast = ours(query, AttentionContext(mask=our_mask, memory=our_memory))
         explicit = ours(query, AttentionContext(mask=our_mask, memory=our_memory, attention_maps=collected))
         expected, per_head = theirs(
-            query, memory, memory, key_padding_mask=~real, attn_mask=their_mask,
+            query, memory, memory, key_padding_mask=~src_padding_mask, attn_mask=their_mask,
             need_weights=True, average_attn_weights=False,
         )
-        _, averaged = theirs(query, memory, memory, key_padding_mask=~real, attn_mask=their_mask)
+        _, averaged = theirs(query, memory, memory, key_padding_mask=~src_padding_mask, attn_mask=their_mask)
 
     (weights,) = collected
     assert weights.shape == per_head.shape == (3, 4, 5, memory.size(1))

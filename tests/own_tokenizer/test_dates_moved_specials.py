@@ -2,57 +2,16 @@
 at ids 0..3 (there: ` ,-.`, ordinary characters) still learns the task, and decodes with greedy
 and beam search: every consumer reads the ids from the model, none assumes 0..3.
 
-Both tests share one training run (`aiayn train --set data.tokenizer=FILE`); its length, 1100
-steps, is sized in benchmarks/RESULTS.md ("The same task with a loaded tokenizer ...").
+Both tests share one training run (`aiayn train --set data.tokenizer=FILE`), the session's
+`dates_run` (tests/shared_dates.py), which tests/export reuses.
 """
 
 from __future__ import annotations
 
 import json
 
-import pytest
-import tokenizers
-from tokenizers import decoders, models
-
 import aiayn
-from aiayn.cli.main import main
-from aiayn.data.synthetic import make_task
-
-NAMES = {"bos": "[START]", "eos": "[END]"}
-STEPS = 1100
-SETTINGS = {
-    "data.num_train": 30000, "data.num_valid": 100, "data.num_test": 400,
-    "train.max_steps": STEPS, "train.max_minutes": "null", "train.eval_every": STEPS,
-    "train.validation_metric": "loss", "train.progress_bar": "false",
-}  # fmt: skip
-
-
-def splits() -> dict[str, list[tuple[str, str]]]:
-    """The run's own splits (`aiayn train` makes the same from the same settings)."""
-    return make_task("dates", 1, *(SETTINGS[f"data.num_{split}"] for split in ("train", "valid", "test")))
-
-
-def char_tokenizer_with_specials_last(texts: list[str]) -> tokenizers.Tokenizer:
-    """One token per character seen, then `[UNK]` (its model's unknown token) and the special
-    tokens `[START]`, `[END]`; no padding token (aiayn appends one)."""
-    chars = sorted({c for text in texts for c in text})
-    vocab = {c: i for i, c in enumerate([*chars, "[UNK]"])}
-    hf = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]", fuse_unk=False))
-    hf.decoder = decoders.Fuse()
-    hf.add_special_tokens(list(NAMES.values()))
-    return hf
-
-
-@pytest.fixture(scope="module")
-def dates_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("dates")
-    path = root / "chars.json"
-    char_tokenizer_with_specials_last([s + t for s, t in splits()["train"]]).save(str(path))
-    names = "{" + ", ".join(f"{role}: '{token}'" for role, token in NAMES.items()) + "}"
-    overrides = [f"data.tokenizer={path}", f"data.special_tokens={names}"]
-    overrides += [f"{key}={value}" for key, value in SETTINGS.items()]
-    assert main(["train", "--out", str(root / "run"), *[a for o in overrides for a in ("--set", o)]]) == 0
-    return root / "run"
+from shared_dates import splits
 
 
 def test_the_ids_are_not_0_to_3_and_travel_with_the_model(dates_run):

@@ -82,7 +82,7 @@ def test_embedded_text_cannot_break_out_of_the_script():
         cross=zeros,
     )
     html = explorer_page([example], title="<b>t</b> __AIAYN_DATA__")
-    assert html.count("</script>") == 2  # the template's own two scripts only
+    assert html.count("</script>") == 3  # the template's own three scripts only (data, view, explorer)
     assert "<title>&lt;b&gt;t&lt;/b&gt; __AIAYN_DATA__</title>" in html
     data = page_data(html)
     assert data["sentences"][0]["source"] == example.source

@@ -1,58 +1,30 @@
 """The explorer page in a real headless Chromium: switching layer and head shows the model's
 weights (to 1e-3), hovering highlights, and nothing is fetched from the network.
 
-Needs the Debian `chromium` package and Playwright's Python package (the `browser` extra);
-skipped when either is missing (failed instead when AIAYN_REQUIRE_BROWSER=1, as in CI). Select
-it alone with `pytest -m browser`; the path of Chromium can be changed with AIAYN_CHROMIUM.
+The browser set-up (and when the test skips) is tests/browser_setup.py. Select it alone with
+`pytest -m browser`.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import shutil
 
 import numpy as np
 import pytest
 
 from aiayn.cli.main import main
 from aiayn.translator import Translator
+from browser_setup import headless_chromium
 
 from .conftest import SOURCES, TARGETS, reference_maps
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = os.environ.get("AIAYN_CHROMIUM", "/usr/bin/chromium")
-LAUNCH_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def missing(reason: str) -> None:
-    """Skip, or fail where the browser is required (CI sets AIAYN_REQUIRE_BROWSER=1)."""
-    if os.environ.get("AIAYN_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"{reason}, but AIAYN_REQUIRE_BROWSER=1", pytrace=False)
-    pytest.skip(reason)
-
 
 @pytest.fixture(scope="module")
 def browser():
-    try:
-        from playwright import sync_api
-    except ImportError:
-        missing("playwright is not installed (pip install -e '.[browser]')")
-    if not (os.path.isfile(CHROMIUM) or shutil.which(CHROMIUM)):
-        missing(f"no Chromium at {CHROMIUM} (apt-get install chromium chromium-driver)")
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=LAUNCH_ARGS)
+    with headless_chromium() as browser:
         yield browser
-        browser.close()
 
 
 @pytest.fixture(scope="module")

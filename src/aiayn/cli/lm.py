@@ -14,6 +14,7 @@ beside the repository).
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 from pathlib import Path
 from typing import Any
@@ -70,7 +71,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="sample text from a trained language model, streamed as it is produced",
         description="Continue --text (default: start from <bos>) with sampled tokens.",
     )
-    generate.add_argument("--model", required=True, type=Path, metavar="DIR", help="model directory")
+    generate.add_argument("--model", required=True, type=Path, metavar="DIR",
+                          help="model directory, or a CTranslate2 export (aiayn export ctranslate2)")
     generate.add_argument("--text", default="", help="the prompt (default: none)")
     generate.add_argument(
         "--max-new-tokens", type=bounded_int(0), default=500, metavar="N", help="default 500"
@@ -142,17 +144,21 @@ def run_train(args: argparse.Namespace) -> int:
 def run_generate(args: argparse.Namespace) -> int:
     from aiayn.data.special_tokens import SpecialTokens
     from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
+    from aiayn.export.engine import CTranslate2Generator, is_ctranslate2_dir
     from aiayn.lm.generate import generate_stream, stream_text
     from aiayn.model import DecoderOnlyLM
     from aiayn.training.device import select_device
 
-    model = DecoderOnlyLM.from_pretrained(args.model, device=select_device(args.device))
-    tokenizer = Tokenizer.load(args.model / JOINT_FILE, SpecialTokens.of(model.config))
-    tokenizer.check_fits(model.config.tgt_vocab_size)
+    if is_ctranslate2_dir(args.model):  # an `aiayn export ctranslate2` directory
+        engine = CTranslate2Generator(args.model, args.device)
+        tokenizer, generate = engine.tokenizer, engine.generate_stream
+    else:
+        model = DecoderOnlyLM.from_pretrained(args.model, device=select_device(args.device))
+        tokenizer = Tokenizer.load(args.model / JOINT_FILE, SpecialTokens.of(model.config))
+        tokenizer.check_fits(model.config.tgt_vocab_size)
+        generate = functools.partial(generate_stream, model)
     prompt = tokenizer.encode(args.text)
-    ids = generate_stream(
-        model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed
-    )
+    ids = generate(prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed)
     sys.stdout.write(args.text)
     sys.stdout.flush()
     for piece in stream_text(tokenizer, ids):

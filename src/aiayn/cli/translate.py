@@ -34,7 +34,8 @@ GZIP_MAGIC = b"\x1f\x8b"
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """--model and --device, shared by translate, evaluate and score."""
     parser.add_argument("--model", required=True, metavar="DIR",
-                        help="model directory (config.json, model.safetensors, tokenizer files)")
+                        help="model directory (config.json, model.safetensors, tokenizer files), "
+                        "or a CTranslate2 export (aiayn export ctranslate2)")
     parser.add_argument("--device", default="auto",
                         help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)")
     parser.add_argument("--batch-tokens", type=bounded_int(1), default=DEFAULT_BATCH_TOKENS, metavar="N",
@@ -51,7 +52,10 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def load_translator(args: argparse.Namespace) -> Translator:
-    return Translator.load(args.model, None if args.device == "auto" else args.device)
+    """aiayn's `Translator`, or CTranslate2's for a directory from `aiayn export ctranslate2`."""
+    from aiayn.export.engine import load_translator as load_engine
+
+    return load_engine(args.model, None if args.device == "auto" else args.device)  # type: ignore[return-value]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -126,11 +126,11 @@ def _beam_search(
     forbidden = never_generated(config.pad_id, bos_id, eos_id)
     limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
     L = int(limits.max())
-    src_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
-    memory = model.encode(src, src_mask)  # (B, S, D)
+    src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
+    memory = model.encode(src, src_padding_mask)  # (B, S, D)
     rows = torch.arange(B, device=device).repeat_interleave(K)  # sentence of each of the B*K rows
     memory = memory[rows]  # (B*K, S, D)
-    row_mask = None if src_mask is None else src_mask[rows]  # (B*K, S)
+    row_padding_mask = None if src_padding_mask is None else src_padding_mask[rows]  # (B*K, S)
     cache = model.new_cache()
 
     sentence = torch.arange(B, device=device)  # original index of each open sentence
@@ -148,7 +148,7 @@ def _beam_search(
 
     for t in range(L):
         b = sentence.numel()
-        hidden = model.decode(last, memory, row_mask, cache=cache, return_hidden=True)
+        hidden = model.decode(last, memory, row_padding_mask, cache=cache, return_hidden=True)
         logp = log_probs(model.output_projection(hidden[:, -1]), forbidden)  # (b*K, V)
         cand = (beam_scores.view(-1, 1) + logp).view(b, K * V)  # extension (k, w) at k*V + w
         lp_now = float(length_penalty(t + 1, alpha))
@@ -188,7 +188,7 @@ def _beam_search(
             finished.select(keep)
             rows = (keep[:, None] * K + torch.arange(K, device=device)).flatten()  # (b'*K,)
             memory = memory[rows]
-            row_mask = None if row_mask is None else row_mask[rows]
+            row_padding_mask = None if row_padding_mask is None else row_padding_mask[rows]
             for layer_cache in cache.cross_attention:
                 layer_cache.reorder(rows)
         else:

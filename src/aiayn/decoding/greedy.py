@@ -4,11 +4,10 @@
 additional input when generating the next." The source is encoded once; then each step
 feeds the last generated token to the decoder and picks the most probable next token.
 
-With the key/value cache (`use_cache=True`, the default) a step runs the decoder on one
-position per row: self-attention keys/values of earlier positions are kept, and the
-encoder-decoder attention keys/values are projected from the encoder output once.
-`use_cache=False` re-runs the decoder over the whole prefix at every step: the textbook
-definition, kept to prove both give the same output and to measure the cache's speed-up.
+With the key/value cache a step runs the decoder on one position per row: self-attention
+keys/values of earlier positions are kept, and the encoder-decoder attention keys/values
+are projected from the encoder output once. This gives exactly what re-running the decoder
+over the whole prefix at every step (the textbook definition) gives.
 """
 
 from __future__ import annotations
@@ -36,8 +35,6 @@ def greedy_search(
     src: Tensor,
     max_len_extra: int = 50,
     max_steps: int | None = None,
-    use_cache: bool = True,
-    stop_at_eos: bool = True,
     bos_id: int | None = None,
     eos_id: int | None = None,
 ) -> GreedyOutput:
@@ -49,9 +46,6 @@ def greedy_search(
         max_len_extra: each row generates at most (its source length + max_len_extra)
             tokens including `<eos>`, capped by the model's `max_len`.
         max_steps: instead, a fixed limit for every row.
-        use_cache: decode one position per step with the key/value cache (fast), or
-            re-run the decoder on the whole prefix (slow, for checks and benchmarks).
-        stop_at_eos: False keeps generating after `<eos>` up to the limit (benchmarks).
         bos_id, eos_id: the start and end ids (default: the model config's).
 
     Returns:
@@ -64,34 +58,32 @@ def greedy_search(
         eos_id = config.eos_id if eos_id is None else eos_id
         forbidden = never_generated(config.pad_id, bos_id, eos_id)
         batch = src.size(0)
-        src_mask = padding_mask_or_none(src, config.pad_id)  # (B, S) or None
+        src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S) or None
         limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
-        memory = model.encode(src, src_mask)  # (B, S, D)
-        cache = model.new_cache() if use_cache else None
+        memory = model.encode(src, src_padding_mask)  # (B, S, D)
+        cache = model.new_cache()
 
         steps = int(limits.max())
         out = torch.full((batch, steps + 1), config.pad_id, dtype=torch.long, device=src.device)
-        out[:, 0] = bos_id  # out[:, : t + 1] is the decoder input at step t
+        out[:, 0] = bos_id  # out[:, t] is the decoder input at step t
         scores = torch.zeros(batch, device=src.device)
         finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
         for t in range(steps):
-            tgt_in = out[:, t : t + 1] if use_cache else out[:, : t + 1]  # (B, 1) or (B, t+1)
-            hidden = model.decode(tgt_in, memory, src_mask, cache=cache, return_hidden=True)
+            tgt_in = out[:, t : t + 1]  # (B, 1): the last token; the cache holds the rest
+            hidden = model.decode(tgt_in, memory, src_padding_mask, cache=cache, return_hidden=True)
             logp = log_probs(model.output_projection(hidden[:, -1]), forbidden)  # (B, V)
             best_logp, best = logp.max(dim=-1)  # (B,), (B,)
             active = ~finished
             out[:, t + 1] = torch.where(active, best, config.pad_id)
             scores += torch.where(active, best_logp, 0.0)
-            if stop_at_eos:
-                finished |= best == eos_id
-            finished |= limits <= t + 1
+            finished |= (best == eos_id) | (limits <= t + 1)
             if bool(finished.all()):
                 break
 
         tokens = []
         for row in out[:, 1:].tolist():
             row = [tok for tok in row if tok != config.pad_id]
-            if stop_at_eos and eos_id in row:
+            if eos_id in row:
                 row = row[: row.index(eos_id)]
             tokens.append(row)
         return GreedyOutput(tokens, scores.tolist())

@@ -7,6 +7,7 @@ the target vocabulary (`tgt_vocab_size`) and `num_decoder_layers` blocks.
 
 from __future__ import annotations
 
+import torch
 from torch import Tensor, nn
 
 from aiayn.model.config import ModelConfig
@@ -70,3 +71,13 @@ class DecoderOnlyLM(PretrainedMixin, nn.Module):
         x = self.embedding_dropout(self.positional(self.embedding(tokens), offset))  # (B, T, D)
         hidden = self.decoder(x, context, cache=cache)
         return hidden if return_hidden else self.output_projection(hidden)
+
+    @torch.no_grad()
+    def attention_maps(self, tokens: Tensor) -> list[Tensor]:
+        """Masked self-attention probabilities of every layer (Sec. 3.2.3) for one pass over
+        `tokens` (B, T): one (B, H, T, T) tensor per layer, zero above the diagonal."""
+        check_token_ids(tokens, "tokens", self.config.tgt_vocab_size)
+        maps: list[Tensor] = []
+        context = AttentionContext.causal(None, attention_maps=maps)
+        self.decoder(self.embedding_dropout(self.positional(self.embedding(tokens))), context)
+        return maps

@@ -11,10 +11,12 @@ Shapes: B batch, T query length, S key length, H heads.
 - `subsequent_mask(T)`: (T, T), True on and below the diagonal (Sec. 3.2.3: "prevent
   leftward information flow ... masking out all values ... which correspond to illegal
   connections").
-- `attention_mask(key_padding_mask, causal)`: (B, 1, T, S), broadcast over heads.
+- `attention_mask(padding_mask, causal)`: (B, 1, T, S), broadcast over heads.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 from torch import Tensor
@@ -33,36 +35,47 @@ def subsequent_mask(length: int, device: torch.device | str | None = None) -> Te
 
 
 def attention_mask(
-    key_padding_mask: Tensor | None,
+    padding_mask: Tensor | None = None,
     causal: bool = False,
     query_length: int | None = None,
+    *,
+    key_padding_mask: Tensor | None = None,
 ) -> Tensor | None:
     """Combine a key padding mask and/or the subsequent mask into one attention mask.
 
     Args:
-        key_padding_mask: (B, S) bool, True at real keys, or None for no padding.
+        padding_mask: (B, S) bool, True at real keys, or None for no padding.
         causal: also block future positions (decoder self-attention); then T == S.
-        query_length: T, needed only when `key_padding_mask` is None and `causal` is set.
+        query_length: T, needed only when `padding_mask` is None and `causal` is set.
+        key_padding_mask: deprecated name of `padding_mask` (warns).
 
     Returns:
         (B, 1, T, S) bool mask (or (1, 1, T, T) for causal without padding; or (B, 1, 1, S)
         for padding alone, broadcast over queries), or None when nothing is masked.
     """
-    if key_padding_mask is None and not causal:
+    if key_padding_mask is not None:
+        if padding_mask is not None:
+            raise TypeError("attention_mask: give padding_mask only (key_padding_mask is its old name)")
+        warnings.warn(
+            "attention_mask(key_padding_mask=) is deprecated; use padding_mask=", DeprecationWarning,
+            stacklevel=2,
+        )
+        padding_mask = key_padding_mask
+    if padding_mask is None and not causal:
         return None
-    if key_padding_mask is None:
+    if padding_mask is None:
         if query_length is None:
             raise ValueError("attention_mask needs query_length when causal without padding")
         return subsequent_mask(query_length)[None, None]
-    if key_padding_mask.dim() != 2 or key_padding_mask.dtype != torch.bool:
+    if padding_mask.dim() != 2 or padding_mask.dtype != torch.bool:
         raise ValueError(
-            "key_padding_mask must be a bool tensor of shape (B, S), got "
-            f"{key_padding_mask.dtype} {tuple(key_padding_mask.shape)}"
+            "padding_mask must be a bool tensor of shape (B, S), got "
+            f"{padding_mask.dtype} {tuple(padding_mask.shape)}"
         )
-    mask = key_padding_mask[:, None, None, :]  # (B, 1, 1, S)
+    mask = padding_mask[:, None, None, :]  # (B, 1, 1, S)
     if causal:
-        length = key_padding_mask.size(1)
-        mask = mask & subsequent_mask(length, key_padding_mask.device)[None, None]
+        length = padding_mask.size(1)
+        mask = mask & subsequent_mask(length, padding_mask.device)[None, None]
     return mask
 
 

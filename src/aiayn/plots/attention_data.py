@@ -10,6 +10,8 @@ probabilities of every layer and head (Sec. 3.2.1, 3.2.2):
 - encoder-decoder ("cross") attention: queries are `<bos>` + target tokens, keys the source.
 
 Each sentence is run alone (batch of one), so there is no padding to mask out.
+A decoder-only language model has the decoder self-attention only (`lm_attention_example`):
+its text's tokens are both queries and keys, and encoder and cross maps are empty.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.eval_mode import eval_mode
+from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.translator import Translator
 
 KINDS = ("encoder", "decoder", "cross")
@@ -167,3 +171,28 @@ def attention_example(
 ) -> AttentionExample:
     """`attention_examples` for one sentence."""
     return attention_examples(translator, [text], [target], beam)[0]
+
+
+def lm_attention_example(model: DecoderOnlyLM, tokenizer: Tokenizer, text: str) -> AttentionExample:
+    """The masked self-attention of a language model on `text` (its tokens as the model reads
+    a prompt: no `<bos>` added); encoder and cross maps are empty (0 layers)."""
+    ids = tokenizer.encode(text)
+    if not ids:
+        raise ConfigError("the text is empty")
+    limit = model.config.max_len
+    if len(ids) > limit:
+        raise ConfigError(f"the text has {len(ids)} tokens; the model takes at most {limit} (its max_len)")
+    with eval_mode(model):
+        tokens = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)  # (1, T)
+        decoder = _stack(model.attention_maps(tokens))  # (L, H, T, T)
+    empty = np.zeros((0, decoder.shape[1], 0, 0), dtype=np.float32)
+    return AttentionExample(
+        source="",
+        target=text,
+        translated=False,
+        source_tokens=[],
+        target_tokens=[tokenizer.id_to_token(t) for t in ids],
+        encoder=empty,
+        decoder=decoder,
+        cross=empty,
+    )

@@ -46,6 +46,7 @@ from aiayn.model.pretrained import (
     meta_model,
     read_model_json,
 )
+from aiayn.training.run_dir import lock_if_run_dir
 
 CHECKPOINTS = "checkpoints"
 STATE_FILE = "training_state.pt"
@@ -169,28 +170,30 @@ def average_checkpoints(run_dir: Path, last: int, out: Path) -> list[Path]:
 
     "For the base models, we used a single model obtained by averaging the last 5
     checkpoints, which were written at 10-minute intervals." The tokenizer files of the run
-    are copied along, so `out` is a complete model directory.
+    are copied along, so `out` is a complete model directory. When `out` is a run directory
+    (`out` = `run_dir` included), it is written under the run directory's lock: refused while
+    a training process writes into it.
     """
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:
         raise CheckpointError(f"{run_dir}: no checkpoints to average under {CHECKPOINTS}/")
     if last < 1:
         raise CheckpointError(f"--last must be >= 1, got {last}")
-    chosen = checkpoints[-last:]
-    model = load_model(chosen[0])
-    total = {name: tensor.double().clone() for name, tensor in model.state_dict().items()}
-    for checkpoint in chosen[1:]:
-        other = load_model(checkpoint)
-        for name, tensor in other.state_dict().items():
-            total[name] += tensor.double()
-    averaged = {
-        name: (tensor / len(chosen)).to(model.state_dict()[name].dtype) for name, tensor in total.items()
-    }
-    model.load_state_dict(averaged)
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out)
-    for tokenizer_file in Path(run_dir).glob("*tokenizer.json"):
-        atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
-    read_model_json(out)  # sanity: the result is a model directory
+    with lock_if_run_dir(out):
+        chosen = checkpoints[-last:]
+        model = load_model(chosen[0])
+        total = {name: tensor.double().clone() for name, tensor in model.state_dict().items()}
+        for checkpoint in chosen[1:]:
+            other = load_model(checkpoint)
+            for name, tensor in other.state_dict().items():
+                total[name] += tensor.double()
+        dtypes = {name: tensor.dtype for name, tensor in model.state_dict().items()}
+        averaged = {name: (tensor / len(chosen)).to(dtypes[name]) for name, tensor in total.items()}
+        model.load_state_dict(averaged)
+        out.mkdir(parents=True, exist_ok=True)
+        model.save_pretrained(out)
+        for tokenizer_file in Path(run_dir).glob("*tokenizer.json"):
+            atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
+        read_model_json(out)  # sanity: the result is a model directory
     return chosen

@@ -45,9 +45,10 @@ def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float, pad_id:
 
 def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[torch.Tensor, int]:
     """Summed label-smoothed loss of a translation batch; logits only at non-pad targets."""
-    keep = batch.labels != batch.pad_id
-    logits = model(batch.src, batch.tgt_in, output_mask=keep)  # (N, V)
-    return label_smoothed_nll(logits, batch.labels[keep], smoothing, batch.pad_id), batch.num_tgt_tokens
+    output_mask = batch.labels != batch.pad_id  # (B, T): the positions to predict
+    logits = model(batch.src, batch.tgt_in, output_mask=output_mask)  # (N, V)
+    labels = batch.labels[output_mask]  # (N,)
+    return label_smoothed_nll(logits, labels, smoothing, batch.pad_id), batch.num_tgt_tokens
 
 
 def validation_loss(

@@ -5,7 +5,8 @@
 model, classifier; see `aiayn.training.task`):
 
 1. check the config for the task (and that `train.validation_metric` is one it reports);
-2. prepare the run directory (rank 0) and copy aiayn's log to its `train.log` (rank 0);
+2. prepare the run directory and take its lock, held until the run ends (rank 0; see
+   `aiayn.training.run_lock`), and copy aiayn's log to its `train.log` (rank 0);
 3. set the thread count and the seed;
 4. prepare the data: rank 0 trains or loads the tokenizer (`data.tokenizer`, see
    `aiayn.data.tokenizer_spec`) and sends it to the other ranks (on
@@ -19,15 +20,18 @@ model, classifier; see `aiayn.training.task`):
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import sys
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import torch
 
+from aiayn.errors import AiaynError, ConfigError
 from aiayn.files import atomic_write_text
 from aiayn.model.pretrained import load_model
 from aiayn.training.checkpoint import check_resume_model
@@ -61,10 +65,28 @@ def run_task(
     run_dir = Path(run_dir)
     task.check_config(config)
     find_metric(config.train.validation_metric, task.metrics)  # fail before any work
-    if dist.is_main:
-        prepare_run_dir(run_dir, resume, overwrite)
-    with log_to_file(run_dir, enabled=dist.is_main):
+    with hold_run_dir(run_dir, resume, overwrite, dist), log_to_file(run_dir, enabled=dist.is_main):
         return _train_and_report(task, config, run_dir, resume, dist)
+
+
+@contextlib.contextmanager
+def hold_run_dir(run_dir: Path, resume: bool, overwrite: bool, dist: DistContext) -> Iterator[None]:
+    """Rank 0 prepares the run directory and holds its lock while the block runs (see
+    `aiayn.training.run_lock`); the other ranks wait for the outcome and stop with rank 0's
+    error when it could not."""
+    lock, failure = None, None
+    if dist.is_main:
+        try:
+            lock = prepare_run_dir(run_dir, resume, overwrite)
+        except AiaynError as error:
+            failure = error
+    message = broadcast_object(str(failure) if failure else None, dist)
+    if failure is not None:
+        raise failure
+    if message is not None:
+        raise ConfigError(message)
+    with lock or contextlib.nullcontext():
+        yield
 
 
 def shared_data(

@@ -1,4 +1,4 @@
-"""The run directory: creation checks, the metrics log, and the log file."""
+"""The run directory: creation checks and its lock, the metrics log, and the log file."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import contextlib
 import json
 import logging
 import math
+import os
 import shutil
 import time
 from collections.abc import Iterator
@@ -14,6 +15,7 @@ from typing import Any
 
 from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
+from aiayn.training.run_lock import LOCK_FILE, RunDirLock
 
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "train_config.yaml"
@@ -26,24 +28,30 @@ def default_run_dir(config_path: str | Path | None) -> Path:
     return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
-    """Create (or check) the run directory and make sure it is writable, before any training."""
+def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunDirLock:
+    """Create (or check) the run directory, make sure it is writable, and take its lock.
+
+    Returns the held `RunDirLock` (see `aiayn.training.run_lock`): keep it for as long as the
+    process writes into the directory. A directory another process trains into is refused
+    (`RunDirInUseError` naming its PID), whatever `resume` and `overwrite` say; `overwrite`
+    empties the directory only once the lock is held.
+    """
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"run directory {run_dir} is not a directory")
-    if resume:
-        if not (run_dir / CONFIG_FILE).is_file():
-            raise ConfigError(f"cannot resume: {run_dir} is not a run directory ({CONFIG_FILE} missing)")
-    elif run_dir.exists() and any(run_dir.iterdir()):
-        if not overwrite:
-            raise ConfigError(
-                f"run directory {run_dir} already exists; pass --resume {run_dir} to continue it "
-                "or --overwrite to start again"
-            )
-        shutil.rmtree(run_dir)
+    existing = [p for p in run_dir.iterdir() if p.name != LOCK_FILE] if run_dir.is_dir() else []
+    if resume and not (run_dir / CONFIG_FILE).is_file():
+        raise ConfigError(f"cannot resume: {run_dir} is not a run directory ({CONFIG_FILE} missing)")
+    if existing and not resume and not overwrite:
+        if (run_dir / LOCK_FILE).is_file():
+            RunDirLock.acquire(run_dir).release()  # in use: say by whom
+        raise ConfigError(
+            f"run directory {run_dir} already exists; pass --resume {run_dir} to continue it "
+            "or --overwrite to start again"
+        )
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        probe = run_dir / ".write_test"
+        probe = run_dir / f".write_test-{os.getpid()}"
         probe.write_bytes(b"\0" * 4096)
         probe.unlink()
     except OSError as error:
@@ -54,6 +62,29 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> None:
             f"only {free / 2**20:.0f} MiB free on the disk of {run_dir}; checkpoints need at "
             f"least {MIN_FREE_BYTES / 2**20:.0f} MiB"
         )
+    try:
+        lock = RunDirLock.acquire(run_dir)
+    except OSError as error:
+        raise ConfigError(f"run directory {run_dir} is not writable: {error}") from None
+    if existing and not resume:  # --overwrite, now that no one else writes here
+        for path in (p for p in run_dir.iterdir() if p.name != LOCK_FILE):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path)
+            else:
+                path.unlink(missing_ok=True)
+    return lock
+
+
+@contextlib.contextmanager
+def lock_if_run_dir(directory: Path) -> Iterator[None]:
+    """Hold `directory`'s lock while the block writes into it, when it is a run directory (it
+    has a lock file or a `train_config.yaml`): refused while a training process holds it."""
+    directory = Path(directory)
+    if not ((directory / LOCK_FILE).is_file() or (directory / CONFIG_FILE).is_file()):
+        yield
+        return
+    with RunDirLock.acquire(directory):
+        yield
 
 
 class MetricsLog:

@@ -13,19 +13,17 @@ only rank 0 takes it. Readers (`translate`, `evaluate`, `plot`, `explore`) never
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import socket
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from types import TracebackType
+from typing import TextIO
 
 from aiayn.errors import RunDirInUseError
 
 LOCK_FILE = ".train.lock"
-RUN_CONFIG_FILE = "train_config.yaml"  # what marks a run directory (`aiayn.training.run_dir`)
 HOLDER_WAIT_S = 1.0  # how long to wait for a new holder to write its PID into the file
 
 
@@ -36,9 +34,9 @@ class RunDirLock:
     garbage-collected, or when the process ends.
     """
 
-    def __init__(self, run_dir: Path, handle: object) -> None:
+    def __init__(self, run_dir: Path, handle: TextIO) -> None:
         self.run_dir = Path(run_dir)
-        self._handle = handle
+        self._handle: TextIO | None = handle
 
     @classmethod
     def acquire(cls, run_dir: str | Path) -> RunDirLock:
@@ -67,8 +65,11 @@ class RunDirLock:
     def release(self) -> None:
         """Let the lock go (closing the file releases it)."""
         if self._handle is not None:
-            self._handle.close()  # type: ignore[attr-defined]
+            self._handle.close()
             self._handle = None
+
+    def __del__(self) -> None:
+        self.release()
 
     def __enter__(self) -> RunDirLock:
         return self
@@ -79,12 +80,12 @@ class RunDirLock:
         self.release()
 
 
-def _read_holder(handle: object) -> str:
+def _read_holder(handle: TextIO) -> str:
     """'process PID (on HOST)' from a lock file another process holds (it may be writing it)."""
     deadline = time.monotonic() + HOLDER_WAIT_S
     while True:
-        handle.seek(0)  # type: ignore[attr-defined]
-        fields = handle.read().split()  # type: ignore[attr-defined]
+        handle.seek(0)
+        fields = handle.read().split()
         if len(fields) >= 2 and fields[0].isdigit():
             pid, host = fields[0], fields[1]
             where = "" if host == socket.gethostname() else f" on {host}"
@@ -92,15 +93,3 @@ def _read_holder(handle: object) -> str:
         if time.monotonic() > deadline:
             return "another process"
         time.sleep(0.05)
-
-
-@contextlib.contextmanager
-def lock_if_run_dir(directory: str | Path) -> Iterator[None]:
-    """Hold `directory`'s lock while the block writes into it, when it is a run directory (it
-    has a lock file or a `train_config.yaml`); refuse while a training process holds it."""
-    directory = Path(directory)
-    if not ((directory / LOCK_FILE).is_file() or (directory / RUN_CONFIG_FILE).is_file()):
-        yield
-        return
-    with RunDirLock.acquire(directory):
-        yield

@@ -1,0 +1,344 @@
+"""Export to Hugging Face Transformers.
+
+    export_huggingface("runs/multi30k", "runs/multi30k-hf")
+    # then: AutoModelForSeq2SeqLM.from_pretrained(OUT), AutoTokenizer.from_pretrained(OUT)
+
+The paper's model (post-LN, sinusoidal positions, embeddings scaled by sqrt(d_model) and
+tied to the output projection) is `MarianMTModel`, with one difference of layout: Marian's
+position table holds the sin features in its first half and the cos features in its second
+half, where Sec. 3.5 (and aiayn) interleaves them. Permuting the feature axis (d_model) of
+every weight the same way, even features first, makes Marian's table ours; every other
+operation is position-wise, per feature (LayerNorm) or a matrix product over that axis, so
+the network computes the same function on the permuted features, and the logits, whose
+axis is the vocabulary, are unchanged.
+
+Language models: post-LN + sinusoidal -> `MarianForCausalLM` (the same permutation);
+pre-LN -> `GPT2LMHeadModel` (learned positions; our sinusoidal table, if any, becomes its
+position embedding, and the sqrt(d_model) embedding scale is folded into its token
+embedding, which is then untied from the output projection).
+
+What a target cannot represent is refused with the field named, never approximated.
+The directory also gets a fast tokenizer (`tokenizer(text)` appends `<eos>` to a source,
+as aiayn's translator does) and a `generation_config.json` with aiayn's defaults.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from aiayn.decoding.common import never_generated
+from aiayn.errors import ConfigError
+from aiayn.export.common import ExportSource, load_source, output_directory, require
+from aiayn.export.hf_tokenizer import save_hf_tokenizers
+from aiayn.model.config import ModelConfig
+from aiayn.model.positional_encoding import sinusoidal_table
+
+log = logging.getLogger(__name__)
+
+MARIAN_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which Marian and GPT-2's modules use
+
+
+def export_huggingface(model_dir: str | Path, out: str | Path, overwrite: bool = False) -> Path:
+    """Convert the model directory `model_dir` into a Hugging Face model directory `out`."""
+    require("transformers", "aiayn export huggingface")
+    source = load_source(model_dir)
+    config = source.config
+    with _quiet_transformers():
+        if source.model_type == "transformer":
+            model, generation = marian_translation_model(source)
+        elif not config.norm_first:
+            model, generation = marian_language_model(source)
+        else:
+            model, generation = gpt2_language_model(source)
+        with output_directory(out, overwrite) as tmp:
+            model.generation_config = generation
+            model.save_pretrained(tmp)
+            save_hf_tokenizers(source, tmp)
+    log.info("wrote %s (%s)", out, type(model).__name__)
+    return Path(out)
+
+
+@contextlib.contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """No progress bars or notices from transformers while it builds and saves the model."""
+    from transformers.utils import logging as hf_logging
+
+    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+# ------------------------------------------------------------------ checks
+def _refuse(config: ModelConfig, target: str, **required: Any) -> None:
+    """Raise `ConfigError` for the first ModelConfig field whose value `target` cannot represent."""
+    for name, expected in required.items():
+        value = getattr(config, name)
+        if value != expected:
+            raise ConfigError(
+                f"{target} cannot represent ModelConfig.{name}={value!r} (it needs {expected!r}); "
+                "this model can be exported to CTranslate2 instead (aiayn export ctranslate2)"
+            )
+
+
+def _common_fields(config: ModelConfig) -> dict[str, Any]:
+    return {
+        "pad_token_id": config.pad_id,
+        "bos_token_id": config.bos_id,
+        "eos_token_id": config.eos_id,
+    }
+
+
+def _generation_config(config: ModelConfig, num_beams: int, **fields: Any):
+    """aiayn's decoding defaults, as far as `GenerationConfig` can say them."""
+    from transformers import GenerationConfig
+
+    forbidden = never_generated(config.pad_id, config.bos_id, config.eos_id)
+    return GenerationConfig(
+        num_beams=num_beams,
+        # HF divides by |Y|^length_penalty (|Y| with <eos>), aiayn by ((5 + |Y|) / 6)^alpha.
+        length_penalty=0.6 if num_beams > 1 else 1.0,
+        max_length=config.max_len + 1,  # + the start token: every position of the table usable
+        suppress_tokens=forbidden or None,  # -inf after the log-softmax, as aiayn does
+        **_common_fields(config),
+        **fields,
+    )
+
+
+# ------------------------------------------------------------------ feature permutation
+def feature_order(d_model: int) -> torch.Tensor:
+    """Indices that put our interleaved (sin, cos, sin, cos, ...) features in Marian's order
+    (all sin, then all cos): Marian feature k is our feature order[k]."""
+    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
+
+
+class _Permuted:
+    """Our weights by name, with the d_model axis permuted where a tensor has one."""
+
+    def __init__(self, weights: dict[str, torch.Tensor], order: torch.Tensor) -> None:
+        self.weights, self.order = weights, order
+
+    def reads(self, name: str) -> torch.Tensor:
+        """A (out, d_model) weight that reads the residual stream: permute its columns."""
+        return self.weights[name][:, self.order].contiguous()
+
+    def writes(self, name: str) -> torch.Tensor:
+        """A (d_model, in) weight or (d_model,) vector written into the stream: permute rows."""
+        return self.weights[name][self.order].contiguous()
+
+    def plain(self, name: str) -> torch.Tensor:
+        return self.weights[name].contiguous()
+
+
+def _marian_layer(
+    state: dict[str, torch.Tensor], w: _Permuted, ours: str, theirs: str, d: int, self_norm: str, cross: bool
+) -> None:
+    """One layer: our `ours` prefix -> Marian's `theirs` prefix (`self_norm`: our name of the
+    self-attention sub-layer, `cross`: with encoder-decoder attention)."""
+    blocks = [("self_attention", "self_attn", self_norm, "self_attn_layer_norm")]
+    if cross:
+        blocks.append(
+            ("cross_attention", "encoder_attn", "cross_attention_sublayer", "encoder_attn_layer_norm")
+        )
+    for our_attn, their_attn, our_norm, their_norm in blocks:
+        in_w = w.reads(f"{ours}.{our_attn}.in_proj.weight")
+        in_b = w.plain(f"{ours}.{our_attn}.in_proj.bias")
+        for i, proj in enumerate(("q_proj", "k_proj", "v_proj")):  # head features: not permuted
+            state[f"{theirs}.{their_attn}.{proj}.weight"] = in_w[i * d : (i + 1) * d].contiguous()
+            state[f"{theirs}.{their_attn}.{proj}.bias"] = in_b[i * d : (i + 1) * d].contiguous()
+        state[f"{theirs}.{their_attn}.out_proj.weight"] = w.writes(f"{ours}.{our_attn}.out_proj.weight")
+        state[f"{theirs}.{their_attn}.out_proj.bias"] = w.writes(f"{ours}.{our_attn}.out_proj.bias")
+        state[f"{theirs}.{their_norm}.weight"] = w.writes(f"{ours}.{our_norm}.norm.weight")
+        state[f"{theirs}.{their_norm}.bias"] = w.writes(f"{ours}.{our_norm}.norm.bias")
+    state[f"{theirs}.fc1.weight"] = w.reads(f"{ours}.feed_forward.linear1.weight")
+    state[f"{theirs}.fc1.bias"] = w.plain(f"{ours}.feed_forward.linear1.bias")
+    state[f"{theirs}.fc2.weight"] = w.writes(f"{ours}.feed_forward.linear2.weight")
+    state[f"{theirs}.fc2.bias"] = w.writes(f"{ours}.feed_forward.linear2.bias")
+    state[f"{theirs}.final_layer_norm.weight"] = w.writes(f"{ours}.feed_forward_sublayer.norm.weight")
+    state[f"{theirs}.final_layer_norm.bias"] = w.writes(f"{ours}.feed_forward_sublayer.norm.bias")
+
+
+def _check_marian(config: ModelConfig, target: str) -> None:
+    _refuse(config, target, norm_first=False, positional="sinusoidal", layer_norm_eps=MARIAN_LAYER_NORM_EPS)
+    if config.d_model % 2:
+        raise ConfigError(f"{target} cannot represent an odd ModelConfig.d_model ({config.d_model})")
+
+
+def _weights(source: ExportSource) -> dict[str, torch.Tensor]:
+    return {name: t.detach().float() for name, t in source.model.state_dict().items()}
+
+
+def _load_exactly(model, state: dict[str, torch.Tensor]) -> None:
+    """Load `state` into a transformers model; every tensor it has must be covered, except
+    the position tables Marian computes itself and its zero logits bias."""
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    computed = ("embed_positions.weight", "final_logits_bias")
+    missing = [m for m in missing if not m.endswith(computed) and m not in _tied_names(model)]
+    if missing or unexpected:
+        raise RuntimeError(f"internal mapping error: missing {missing}, unexpected {unexpected}")
+
+
+def _tied_names(model) -> set[str]:
+    return set(getattr(model, "_tied_weights_keys", None) or ())
+
+
+# ------------------------------------------------------------------ models
+def marian_translation_model(source: ExportSource):
+    """`MarianMTModel` holding our encoder-decoder model, and its generation config."""
+    from transformers import MarianConfig, MarianMTModel
+
+    config = source.config
+    _check_marian(config, "MarianMTModel")
+    d = config.d_model
+    hf_config = MarianConfig(
+        vocab_size=config.src_vocab_size,
+        decoder_vocab_size=config.tgt_vocab_size,
+        share_encoder_decoder_embeddings=config.share_embeddings,
+        tie_word_embeddings=config.tie_output,
+        d_model=d,
+        encoder_layers=config.num_encoder_layers,
+        decoder_layers=config.num_decoder_layers,
+        encoder_attention_heads=config.num_heads,
+        decoder_attention_heads=config.num_heads,
+        encoder_ffn_dim=config.d_ff,
+        decoder_ffn_dim=config.d_ff,
+        activation_function=config.activation,
+        max_position_embeddings=config.max_len,
+        scale_embedding=True,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
+        decoder_start_token_id=config.bos_id,
+        forced_eos_token_id=None,
+        architectures=["MarianMTModel"],
+        **_common_fields(config),
+    )
+    w = _Permuted(_weights(source), feature_order(d))
+    state: dict[str, torch.Tensor] = {}
+    if config.share_embeddings:
+        state["model.shared.weight"] = w.reads("src_embedding.embedding.weight")
+    state["model.encoder.embed_tokens.weight"] = w.reads("src_embedding.embedding.weight")
+    state["model.decoder.embed_tokens.weight"] = w.reads("tgt_embedding.embedding.weight")
+    state["lm_head.weight"] = w.reads("output_projection.weight")
+    for i in range(config.num_encoder_layers):
+        _marian_layer(state, w, f"encoder.layers.{i}", f"model.encoder.layers.{i}", d,
+                      "attention_sublayer", cross=False)
+    for i in range(config.num_decoder_layers):
+        _marian_layer(state, w, f"decoder.layers.{i}", f"model.decoder.layers.{i}", d,
+                      "self_attention_sublayer", cross=True)
+    model = MarianMTModel(hf_config).eval()
+    _load_exactly(model, state)
+    generation = _generation_config(config, num_beams=4, decoder_start_token_id=config.bos_id)
+    return model, generation
+
+
+def marian_language_model(source: ExportSource):
+    """`MarianForCausalLM` holding our post-LN, sinusoidal language model."""
+    from transformers import MarianConfig, MarianForCausalLM
+
+    config = source.config
+    _check_marian(config, "MarianForCausalLM")
+    d = config.d_model
+    hf_config = MarianConfig(
+        vocab_size=config.tgt_vocab_size,
+        tie_word_embeddings=config.tie_output,
+        d_model=d,
+        encoder_layers=0,
+        decoder_layers=config.num_decoder_layers,
+        encoder_attention_heads=config.num_heads,
+        decoder_attention_heads=config.num_heads,
+        decoder_ffn_dim=config.d_ff,
+        encoder_ffn_dim=config.d_ff,
+        activation_function=config.activation,
+        max_position_embeddings=config.max_len,
+        scale_embedding=True,
+        dropout=config.dropout,
+        attention_dropout=config.attention_dropout,
+        activation_dropout=config.activation_dropout,
+        decoder_start_token_id=config.bos_id,
+        forced_eos_token_id=None,
+        is_decoder=True,
+        is_encoder_decoder=False,
+        add_cross_attention=False,
+        architectures=["MarianForCausalLM"],
+        **_common_fields(config),
+    )
+    w = _Permuted(_weights(source), feature_order(d))
+    state: dict[str, torch.Tensor] = {
+        "model.decoder.embed_tokens.weight": w.reads("embedding.embedding.weight"),
+        "lm_head.weight": w.reads("output_projection.weight"),
+    }
+    model = MarianForCausalLM(hf_config).eval()
+    for i in range(config.num_decoder_layers):
+        prefix = f"model.decoder.layers.{i}"
+        _marian_layer(state, w, f"decoder.layers.{i}", prefix, d, "self_attention_sublayer", cross=False)
+        # Marian's decoder layer always has cross-attention, unused without an encoder.
+        for name, tensor in model.state_dict().items():
+            if name.startswith(f"{prefix}.encoder_attn"):
+                state[name] = torch.zeros_like(tensor)
+    _load_exactly(model, state)
+    return model, _generation_config(config, num_beams=1)
+
+
+def gpt2_language_model(source: ExportSource):
+    """`GPT2LMHeadModel` holding our pre-LN language model."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = source.config
+    d = config.d_model
+    hf_config = GPT2Config(
+        vocab_size=config.tgt_vocab_size,
+        n_positions=config.max_len,
+        n_embd=d,
+        n_layer=config.num_decoder_layers,
+        n_head=config.num_heads,
+        n_inner=config.d_ff,
+        activation_function=config.activation,  # "gelu": the exact (erf) GELU, as F.gelu
+        resid_pdrop=config.dropout,
+        embd_pdrop=config.dropout,
+        attn_pdrop=config.attention_dropout,
+        layer_norm_epsilon=config.layer_norm_eps,
+        scale_attn_weights=True,
+        tie_word_embeddings=False,  # the token embedding carries the sqrt(d_model) scale
+        architectures=["GPT2LMHeadModel"],
+        **_common_fields(config),
+    )
+    weights = _weights(source)
+    positions = (
+        weights["positional.embedding.weight"]
+        if config.positional == "learned"
+        else sinusoidal_table(config.max_len, d)
+    )
+    state: dict[str, torch.Tensor] = {
+        "transformer.wte.weight": weights["embedding.embedding.weight"] * (d**0.5),
+        "transformer.wpe.weight": positions.contiguous(),
+        "transformer.ln_f.weight": weights["decoder.final_norm.weight"],
+        "transformer.ln_f.bias": weights["decoder.final_norm.bias"],
+        "lm_head.weight": weights["output_projection.weight"].contiguous(),
+    }
+    # GPT-2's Conv1D stores (in, out): our (out, in) Linear weights, transposed.
+    names = {
+        "ln_1": "self_attention_sublayer.norm", "attn.c_attn": "self_attention.in_proj",
+        "attn.c_proj": "self_attention.out_proj", "ln_2": "feed_forward_sublayer.norm",
+        "mlp.c_fc": "feed_forward.linear1", "mlp.c_proj": "feed_forward.linear2",
+    }
+    for i in range(config.num_decoder_layers):
+        for theirs, ours in names.items():
+            weight = weights[f"decoder.layers.{i}.{ours}.weight"]
+            state[f"transformer.h.{i}.{theirs}.weight"] = weight if theirs.startswith("ln") else weight.t()
+            state[f"transformer.h.{i}.{theirs}.bias"] = weights[f"decoder.layers.{i}.{ours}.bias"]
+    state = {name: tensor.contiguous() for name, tensor in state.items()}
+    model = GPT2LMHeadModel(hf_config).eval()
+    _load_exactly(model, state)
+    return model, _generation_config(config, num_beams=1)

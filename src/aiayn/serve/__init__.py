@@ -1,0 +1,31 @@
+"""`aiayn serve`: translation and generation over HTTP, with a page that shows the attention.
+
+    from aiayn.serve.app import ServeSettings, create_app
+    from aiayn.serve.engine import load_engine
+    app = create_app(load_engine("runs/dates"), ServeSettings(max_sentences=16))
+
+- `engine`: the `Engine` interface between the service and a model, and aiayn's own
+  PyTorch engines (a CTranslate2 engine plugs in behind the same interface);
+- `batching`: the one worker thread that owns the engine and batches concurrent requests;
+- `schemas`: the request and response bodies (pydantic);
+- `app`: the FastAPI app: endpoints, limits, API key, errors;
+- `page`: the web page, drawn with the explorer's attention view;
+- `server`: uvicorn with a clean exit on SIGTERM/SIGINT (requests in flight are answered).
+
+Needs the optional extra `serve` (FastAPI, uvicorn, pydantic): pip install 'aiayn[serve]'.
+"""
+
+from __future__ import annotations
+
+from aiayn.errors import ConfigError
+
+EXTRA_MESSAGE = "aiayn serve needs the optional extra 'serve': pip install 'aiayn[serve]' (missing: {name})"
+
+
+def require_extra() -> None:
+    """Raise `ConfigError` naming the extra when FastAPI, uvicorn or pydantic is missing."""
+    import importlib.util
+
+    for name in ("fastapi", "uvicorn", "pydantic"):
+        if importlib.util.find_spec(name) is None:
+            raise ConfigError(EXTRA_MESSAGE.format(name=name))

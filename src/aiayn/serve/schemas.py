@@ -1,0 +1,77 @@
+"""The request and response bodies of the service (pydantic models).
+
+Requests are strict: a field of the wrong type (`"beam": "4"`, `"beam": 2.5`, `"text": "a"`
+where a list is expected) or an unknown field is refused (422) rather than coerced or
+ignored. Limits that depend on the model or on the command line (sentences per request,
+tokens per sentence, new tokens) are checked by the app, which names the option.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+MAX_BEAM = 16
+"""The largest beam a request may ask for (a larger one costs much and gains nothing)."""
+
+
+def _valid_unicode(text: str) -> str:
+    """JSON may spell lone UTF-16 surrogates (\\ud800), which are no text: refuse them."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("the text holds a lone surrogate (\\ud800-\\udfff): not valid Unicode") from None
+    return text
+
+
+Text = Annotated[str, AfterValidator(_valid_unicode)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class TranslateRequest(Strict):
+    """`POST /v1/translate`: sentences and the search (paper defaults: beam 4, alpha 0.6)."""
+
+    text: list[Text] = Field(description="source sentences")
+    beam: int = Field(4, ge=1, le=MAX_BEAM, description="beam size; 1 = greedy search")
+    alpha: float = Field(0.6, ge=0.0, le=10.0, allow_inf_nan=False, description="length penalty exponent")
+    nbest: int = Field(1, ge=1, le=MAX_BEAM, description="translations per sentence (<= beam)")
+
+    @model_validator(mode="after")
+    def _nbest_within_beam(self) -> TranslateRequest:
+        if self.nbest > self.beam:
+            raise ValueError(f"nbest ({self.nbest}) must be <= beam ({self.beam})")
+        return self
+
+
+class Translation(BaseModel):
+    text: str
+    score: float
+
+
+class TranslateResponse(BaseModel):
+    translations: list[list[Translation]]
+
+
+class GenerateRequest(Strict):
+    """`POST /v1/generate` (language models): a prompt and the sampling settings."""
+
+    prompt: Text = Field("", description="the text to continue (empty: start from <bos>)")
+    max_new_tokens: int = Field(100, ge=0, description="the most tokens generated")
+    temperature: float = Field(0.8, ge=0.0, le=100.0, allow_inf_nan=False, description="0 = greedy")
+    top_k: int | None = Field(None, ge=1, description="sample from the k most probable tokens")
+    top_p: float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False, description="nucleus mass")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="random seed (default: a fresh one)")
+
+
+class GenerateResponse(BaseModel):
+    text: str
+
+
+class AttentionRequest(Strict):
+    """`POST /v1/attention`: one sentence (a translation model's source, or an LM's text)."""
+
+    text: Text = Field(description="one sentence")
