@@ -105,6 +105,8 @@ BAD_CONFIGS = [
     (dict(share_embeddings=True, src_vocab_size=10, tgt_vocab_size=20), "share_embeddings"),
     (dict(pad_id=8000), "pad_id"),
     (dict(layer_norm_eps=0.0), "layer_norm_eps"),
+    (dict(layer_norm_eps=float("nan")), "layer_norm_eps"),
+    (dict(layer_norm_eps=float("inf")), "layer_norm_eps"),
 ]
 
 

@@ -7,6 +7,7 @@ that fit a laptop CPU.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -113,7 +114,8 @@ class ModelConfig:
                 raise ValueError(
                     f"ModelConfig.{name} must be a token id in [0, {smallest_vocab}), got {value!r}"
                 )
-        if self.layer_norm_eps <= 0:
+        eps = self.layer_norm_eps
+        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < math.inf:
             raise ValueError(f"ModelConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
 
     @property
