@@ -32,6 +32,7 @@ def tiny_config(**train) -> dict:
             "bleu_max_sentences": 10,
             "test_beam": 1,
             "threads": 1,
+            "precision": "fp32",  # 'auto' measures, and may choose differently run to run
         }
         | train,
     }

@@ -141,6 +141,8 @@ def _train_and_evaluate(
         "best_step": state.best_step,
         "skipped_steps": state.skipped_steps,
         "params": sum(p.numel() for p in model.parameters()),
+        "precision": trainer.precision,
+        "final_lr": trainer.optimizer.param_groups[0]["lr"],
     }
     if data.test_pairs and is_main:
         best = load_model(run_dir, device=trainer.device)
