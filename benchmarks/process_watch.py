@@ -36,7 +36,9 @@ def sample(pid: int) -> tuple[float, float, float] | None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--json", type=Path, required=True, help="where to write the figures")
     parser.add_argument("--every", type=float, default=5.0, help="seconds between samples")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- then the command to run")
@@ -71,7 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         "load_average_start": load_start,
         "load_average_end": os.getloadavg(),
     }
-    args.json.write_text(json.dumps({"command": command, "totals": totals, "samples": samples}, indent=1) + "\n")
+    figures = {"command": command, "totals": totals, "samples": samples}
+    args.json.write_text(json.dumps(figures, indent=1) + "\n")
     print(json.dumps(totals), file=sys.stderr)
     return returncode
 

@@ -31,6 +31,7 @@ from aiayn.data.batching import make_batch
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import config_from_dict
 from aiayn.training.device import autocast, select_device
+from aiayn.training.loss import translation_loss
 from aiayn.training.trainer import Trainer
 from reference import ReferenceTransformer, reference_loss
 
@@ -91,7 +92,8 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
             },
         }
     )
-    trainer = Trainer(run, ours, train_data=None, valid_data=None, run_dir=Path(tempfile.mkdtemp()))
+    run_dir = Path(tempfile.mkdtemp())
+    trainer = Trainer(run, ours, train_data=None, valid_data=None, run_dir=run_dir, loss_fn=translation_loss)
     reference = ReferenceTransformer(config).to(device)
     ref_optimizer = torch.optim.Adam(reference.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 

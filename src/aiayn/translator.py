@@ -24,9 +24,10 @@ import torch.nn.functional as F
 from aiayn.data.special_tokens import BOS_ID, EOS_ID
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.beam_search import beam_search
-from aiayn.decoding.common import Hypothesis, eval_mode
+from aiayn.decoding.common import Hypothesis
 from aiayn.decoding.greedy import greedy_search
 from aiayn.errors import CheckpointError, ConfigError, DataError
+from aiayn.eval_mode import eval_mode
 from aiayn.model.pretrained import load_model
 from aiayn.model.transformer import Transformer
 

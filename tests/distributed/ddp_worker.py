@@ -17,8 +17,9 @@ from aiayn.model import Transformer
 from aiayn.training.config import config_from_dict
 from aiayn.training.data_setup import prepare_data
 from aiayn.training.distributed import distributed_session
-from aiayn.training.run import build_model_config
+from aiayn.training.loss import translation_loss
 from aiayn.training.trainer import Trainer
+from aiayn.training.translation import build_model_config
 
 CONFIG = {
     "data": {
@@ -60,8 +61,12 @@ def main(out: Path) -> None:
             torch.manual_seed(0)
             return Transformer(build_model_config(config, data.tokenizers))
 
-        trainer = Trainer(config, fresh_model(), data.train, None, out / "ddp", dist=dist)
-        reference = Trainer(config, fresh_model(), data.train, None, out / "single")  # one process
+        trainer = Trainer(
+            config, fresh_model(), data.train, None, out / "ddp", loss_fn=translation_loss, dist=dist
+        )
+        reference = Trainer(  # one process
+            config, fresh_model(), data.train, None, out / "single", loss_fn=translation_loss
+        )
         for opt_owner in (trainer, reference):  # plain SGD: the update is lr * gradient
             opt_owner.optimizer = torch.optim.SGD(opt_owner.model.parameters(), lr=0.0)
         accumulate, budget = config.train.accumulate, config.train.batch_tokens

@@ -248,3 +248,47 @@ def test_two_process_language_model_run_and_resume(tmp_path):
     torchrun("lm", "train", "--resume", str(run), "--set", "train.max_steps=8", cwd=tmp_path)
     assert list_checkpoints(run)[-1].name == "step_000008"
     assert json.loads((run / "results.json").read_text())["steps"] == 8
+
+
+def test_two_process_classifier_run_and_resume(tmp_path):
+    """`aiayn classify train` under torchrun: each rank reads its own batches, rank 0 alone
+    writes (each record once); the checkpoint holds both ranks' RNG states; a 2-process
+    resume continues it."""
+    from aiayn.classify.run import prepare_classify_data
+    from aiayn.data.tokenizer import Tokenizer
+    from aiayn.training.config import load_config
+
+    fields = {
+        "model.preset": "tiny", "model.d_model": 32, "model.d_ff": 64, "model.num_encoder_layers": 1,
+        "data.num_train": 200, "data.num_valid": 20, "data.num_test": 20, "data.max_sentence_tokens": 12,
+        "train.batch_tokens": 128, "train.eval_every": 2, "train.warmup": 2, "train.log_every": 1,
+        "train.progress_bar": "false", "train.threads": 1, "train.max_steps": 4,
+    }  # fmt: skip
+    overrides = [arg for key, value in fields.items() for arg in ("--set", f"{key}={value}")]
+    run = tmp_path / "classify"
+    result = torchrun("classify", "train", "--out", str(run), *overrides, cwd=tmp_path)
+    assert result.stdout.count("held-out test accuracy:") == 1  # rank 0 alone reports
+    assert result.stderr.count("distributed: 2 process(es), backend gloo") == 1
+    assert [p.name for p in list_checkpoints(run)] == ["step_000002", "step_000004"]
+    state = load_training_state(list_checkpoints(run)[-1])
+    assert state["train_state"]["world_size"] == 2 and len(state["rng_ranks"]) == 2
+    assert not torch.equal(state["rng_ranks"][0]["rng_cpu"], state["rng_ranks"][1]["rng_cpu"])
+    assert metric_steps(run, "train") == [1, 2, 3, 4]  # once each: rank 0 alone writes
+    assert metric_steps(run, "val") == [2, 4]
+    # A step covers both ranks' batches: rank 0 reads batch 0 of the epoch plan, rank 1 batch 1.
+    config = load_config(run / "train_config.yaml")
+    data = prepare_classify_data(config.data, Tokenizer.load(run / "tokenizer.json"))
+    plan = list(data.train.batches(config.train.batch_tokens, seed=config.train.seed, epoch=0))
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    first = next(r for r in records if r["split"] == "train" and r["step"] == 1)
+    assert first["step_tgt_tokens"] == len(plan[0]) + len(plan[1])
+    results = json.loads((run / "results.json").read_text())
+    assert results["steps"] == 4 and results["labels"] == ["balanced", "unbalanced"]
+    assert results["target_examples"] == state["train_state"]["target_tokens"]
+
+    result = torchrun("classify", "train", "--resume", str(run), "--set", "train.max_steps=6", cwd=tmp_path)
+    assert "resumed from" in result.stderr and "step 4" in result.stderr
+    assert list_checkpoints(run)[-1].name == "step_000006"
+    assert metric_steps(run, "train") == list(range(1, 7))
+    assert metric_steps(run, "val") == [2, 4, 6]
+    assert json.loads((run / "results.json").read_text())["steps"] == 6

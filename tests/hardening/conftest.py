@@ -74,16 +74,23 @@ def write_config(path: Path, **train) -> Path:
 class TrainProcess:
     """`python -m aiayn train ARGS` in a subprocess; output goes to files (no pipe can fill)."""
 
-    def __init__(self, args: list[str], log_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(self, args: list[str], log_dir: Path, pause_in_save: float | None = None) -> None:
+        """`pause_in_save`: seconds each checkpoint save waits just before it is published
+        (see `slow_save.py`), so that the test can kill the process in the middle of a save."""
         log_dir.mkdir(parents=True, exist_ok=True)
         self.stdout_path = log_dir / "stdout.txt"
         self.stderr_path = log_dir / "stderr.txt"
+        if pause_in_save is None:
+            command = [sys.executable, "-m", "aiayn", "train", *args]
+        else:
+            script = Path(__file__).with_name("slow_save.py")
+            command = [sys.executable, str(script), str(pause_in_save), *args]
         with self.stdout_path.open("wb") as out, self.stderr_path.open("wb") as err:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "aiayn", "train", *args],
+                command,
                 stdout=out,
                 stderr=err,
-                env=os.environ | {"PYTHONUNBUFFERED": "1"} | (env or {}),
+                env=os.environ | {"PYTHONUNBUFFERED": "1"},
             )
 
     def wait_until(self, condition: Callable[[], bool], what: str, timeout: float = 120.0) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pickle
+import random
 import re
 import shutil
 from pathlib import Path
@@ -78,6 +79,15 @@ def test_corrupt_training_state_is_a_clear_error(run_copy, capsys, content, mess
         state_file.write_bytes(content)
     code, err = command(capsys, "train", "--resume", str(run_copy))
     assert code == 2 and f"{state_file}: " in err and message in err
+
+
+def test_any_random_bytes_state_is_refused_cleanly(tmp_path):
+    """Whatever garbage the state file holds, loading it gives a CheckpointError, nothing else."""
+    generator = random.Random(0)
+    for _ in range(200):
+        (tmp_path / STATE_FILE).write_bytes(generator.randbytes(generator.randint(1, 4000)))
+        with pytest.raises(CheckpointError, match="refused to load"):
+            load_training_state(tmp_path)
 
 
 def test_resume_with_a_different_model_shape_names_the_tensor(run_copy, capsys):

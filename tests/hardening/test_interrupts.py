@@ -14,7 +14,7 @@ import pytest
 from aiayn.cli.main import main
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.model.pretrained import load_model
-from aiayn.training.checkpoint import CHECKPOINTS, SLEEP_IN_SAVE_ENV, list_checkpoints, load_training_state
+from aiayn.training.checkpoint import CHECKPOINTS, list_checkpoints, load_training_state
 from aiayn.training.config import load_config
 
 from .conftest import (
@@ -81,9 +81,7 @@ def test_signal_writes_checkpoint_and_resume_matches_uninterrupted_run(signum, t
 def test_sigkill_inside_a_checkpoint_save_keeps_the_previous_checkpoint(tmp_path, reference_run):
     config = write_config(tmp_path / "config.yaml", max_steps=LONG, eval_every=4)
     run_dir = tmp_path / "run"
-    process = TrainProcess(
-        [str(config), "--out", str(run_dir)], tmp_path / "logs", env={SLEEP_IN_SAVE_ENV: "1.5"}
-    )
+    process = TrainProcess([str(config), "--out", str(run_dir)], tmp_path / "logs", pause_in_save=1.5)
     pending = run_dir / CHECKPOINTS / f".step_000008.tmp-{process.process.pid}"
     # The first save (step 4) completes; the second (step 8) is killed after its temporary
     # directory is complete, just before the rename that would publish it.

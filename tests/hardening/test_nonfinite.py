@@ -17,9 +17,9 @@ from aiayn.training.checkpoint import list_checkpoints, load_training_state
 from aiayn.training.config import config_from_dict
 from aiayn.training.data_setup import prepare_data
 from aiayn.training.loss import translation_loss
-from aiayn.training.run import build_model_config
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.trainer import Trainer
+from aiayn.training.translation import build_model_config
 
 from .conftest import tiny_train_config, write_config
 

@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 from torch import Tensor
 
 from aiayn.model import (
+    AttentionContext,
     MultiHeadAttention,
     attention_mask,
     padding_mask,
     scaled_dot_product_attention,
     subsequent_mask,
 )
+from aiayn.model.masks import padding_mask_or_none
 
 from .helpers import build, pad_to_lengths, random_tokens
 
@@ -133,17 +135,19 @@ def test_multi_head_attention_paths_agree_with_cache_and_cross() -> None:
     attention = MultiHeadAttention(16, 4).eval()
     x, memory = torch.randn(2, 5, 16), torch.randn(2, 7, 16)
     real = torch.tensor([[True] * 7, [True] * 4 + [False] * 3])
-    for kwargs in ({"mask": attention_mask(real)}, {"mask": None}):
-        fast, _ = attention(x, memory, **kwargs)
-        explicit, weights = attention(x, memory, need_weights=True, **kwargs)
+    for mask in (attention_mask(real), None):
+        fast = attention(x, AttentionContext(mask=mask, memory=memory))
+        weights: list[torch.Tensor] = []
+        explicit = attention(x, AttentionContext(mask=mask, memory=memory, attention_maps=weights))
         torch.testing.assert_close(explicit, fast, atol=ATOL, rtol=0)
-        assert weights.shape == (2, 4, 5, 7)
-    fast, _ = attention(x, is_causal=True)
-    explicit, weights = attention(x, need_weights=True, is_causal=True)
+        assert len(weights) == 1 and weights[0].shape == (2, 4, 5, 7)
+    fast = attention(x, AttentionContext(is_causal=True))
+    weights = []
+    explicit = attention(x, AttentionContext(is_causal=True, attention_maps=weights))
     torch.testing.assert_close(explicit, fast, atol=ATOL, rtol=0)
-    assert torch.all(weights.triu(diagonal=1) == 0)
+    assert torch.all(weights[0].triu(diagonal=1) == 0)
     with pytest.raises(ValueError, match="query"):
-        attention(torch.randn(2, 5, 8))
+        attention(torch.randn(2, 5, 8), AttentionContext())
 
 
 # ------------------------------------------------------------- whole models
@@ -156,15 +160,22 @@ def test_model_paths_agree(norm_first: bool, tgt_padded: bool) -> None:
     tgt_in = random_tokens(3, 6, seed=2)
     if tgt_padded:
         tgt_in = pad_to_lengths(tgt_in, [6, 3, 1])
-    src_real = src != 0
+    src_padding_mask = src != 0
+    encoder_maps: list[torch.Tensor] = []
+    decoder_maps: list[torch.Tensor] = []
+    cross_maps: list[torch.Tensor] = []
     with torch.no_grad():
         memory = model.encode(src)
-        memory_explicit, encoder_maps = model._encode(src, src_real, need_weights=True)
-        hidden = model.decode(tgt_in, memory, src_real, return_hidden=True)
-        hidden_explicit, decoder_maps = model._decode(tgt_in, memory, src_real, None, None, True)
+        source = AttentionContext.bidirectional(src_padding_mask, attention_maps=encoder_maps)
+        memory_explicit = model.encoder(model.embed_source(src, source), source)
+        hidden = model.decode(tgt_in, memory, src_padding_mask, return_hidden=True)
+        target = AttentionContext.causal(padding_mask_or_none(tgt_in, 0), attention_maps=decoder_maps)
+        cross_mask = attention_mask(src_padding_mask)
+        cross = AttentionContext(mask=cross_mask, memory=memory, attention_maps=cross_maps)
+        hidden_explicit = model.decoder(model.embed_target(tgt_in, target), target, cross)
     torch.testing.assert_close(memory_explicit, memory, atol=ATOL, rtol=0)
     torch.testing.assert_close(hidden_explicit, hidden, atol=ATOL, rtol=0)
-    assert len(encoder_maps) == len(decoder_maps.self_attention) == len(decoder_maps.cross_attention) == 2
+    assert len(encoder_maps) == len(decoder_maps) == len(cross_maps) == 2
 
 
 def test_attention_maps_are_distributions_over_allowed_keys() -> None:

@@ -14,7 +14,14 @@ import pytest
 import torch
 from torch import Tensor, nn
 
-from aiayn.model import ModelConfig, MultiHeadAttention, Transformer, attention_mask, sinusoidal_table
+from aiayn.model import (
+    AttentionContext,
+    ModelConfig,
+    MultiHeadAttention,
+    Transformer,
+    attention_mask,
+    sinusoidal_table,
+)
 
 from .helpers import pad_to_lengths, perturb_, random_tokens
 
@@ -200,16 +207,17 @@ def test_multi_head_attention_matches_nn_multihead_attention(kind: str) -> None:
     our_mask = attention_mask(real, causal=kind == "causal_self")
     their_mask = blocked_future(5) if kind == "causal_self" else None
     our_memory = memory if kind == "cross" else None
+    collected: list[torch.Tensor] = []
     with torch.no_grad():
-        fast, none = ours(query, our_memory, mask=our_mask)
-        explicit, weights = ours(query, our_memory, mask=our_mask, need_weights=True)
+        fast = ours(query, AttentionContext(mask=our_mask, memory=our_memory))
+        explicit = ours(query, AttentionContext(mask=our_mask, memory=our_memory, attention_maps=collected))
         expected, per_head = theirs(
             query, memory, memory, key_padding_mask=~real, attn_mask=their_mask,
             need_weights=True, average_attn_weights=False,
         )
         _, averaged = theirs(query, memory, memory, key_padding_mask=~real, attn_mask=their_mask)
 
-    assert none is None
+    (weights,) = collected
     assert weights.shape == per_head.shape == (3, 4, 5, memory.size(1))
     assert (fast - expected).abs().max() <= ATOL
     assert (explicit - expected).abs().max() <= ATOL

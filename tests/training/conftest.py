@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from aiayn.training.config import config_from_dict
 
@@ -36,6 +37,16 @@ def tiny_config(**train) -> dict:
         }
         | train,
     }
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread, as train.threads=1 gives `aiayn train` (a tiny model gains nothing from
+    a second, which stalls on a busy core); for tests that drive a `Trainer` directly."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

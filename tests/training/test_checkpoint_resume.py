@@ -12,9 +12,10 @@ from aiayn.model import Transformer, load_model
 from aiayn.training import checkpoint as checkpoint_module
 from aiayn.training.checkpoint import average_checkpoints, list_checkpoints, load_training_state
 from aiayn.training.data_setup import prepare_data
-from aiayn.training.run import build_model_config
+from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.trainer import Trainer
+from aiayn.training.translation import build_model_config
 
 
 def make_trainer(config, run_dir, resume=False):
@@ -22,7 +23,8 @@ def make_trainer(config, run_dir, resume=False):
     torch.manual_seed(config.train.seed)
     data = prepare_data(config.data)
     model = Transformer(build_model_config(config, data.tokenizers))
-    return Trainer(config, model, data.train, data.valid, run_dir, save_extra=data.tokenizers.save)
+    save = data.tokenizers.save
+    return Trainer(config, model, data.train, data.valid, run_dir, loss_fn=translation_loss, save_extra=save)
 
 
 def train_losses(run_dir):

@@ -97,3 +97,37 @@ def test_wmt14_configs_follow_the_paper(name, preset, keep, steps):
     assert (config.train.test_beam, config.train.test_alpha) == (4, 0.6)
     assert (config.train.adam_beta2, config.train.adam_eps) == (0.98, 1e-9)
     assert config.data.train_src == "wmt14_en_de/train.en" and config.data.task == "files"
+
+
+def test_data_max_len_is_a_deprecated_alias_of_max_sentence_tokens(tmp_path, caplog):
+    """`data.max_len` (the old spelling) still works, with a warning; `model.max_len` is untouched."""
+    path = tmp_path / "old.yaml"
+    path.write_text("data:\n  max_len: 33\nmodel:\n  max_len: 70\n")
+    with caplog.at_level("WARNING", logger="aiayn"):
+        config = load_config(path)
+    assert config.data.max_sentence_tokens == 33 and config.model.overrides == {"max_len": 70}
+    assert "data.max_len is deprecated; it is now called data.max_sentence_tokens" in caplog.text
+    assert "max_len" not in config.to_dict()["data"]  # written back under the new name
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="aiayn"):
+        assert load_config(path, ["data.max_len=20"]).data.max_sentence_tokens == 20  # --set, old name
+        assert load_config(path, ["data.max_sentence_tokens=21"]).data.max_sentence_tokens == 21
+    assert config_from_dict({"data": {"max_len": 9}}).data.max_sentence_tokens == 9
+    with pytest.raises(ConfigError, match="same setting"):
+        config_from_dict({"data": {"max_len": 9, "max_sentence_tokens": 10}})
+
+
+def test_validation_metric_is_checked_against_the_task():
+    from aiayn.classify.run import CLASSIFY_TASK
+    from aiayn.lm.run import LM_TASK
+    from aiayn.training.task import find_metric
+    from aiayn.training.translation import TRANSLATION_TASK
+
+    assert find_metric("bleu", TRANSLATION_TASK.metrics).higher_is_better
+    assert find_metric("accuracy", CLASSIFY_TASK.metrics).higher_is_better
+    assert not find_metric("loss", LM_TASK.metrics).higher_is_better
+    assert not find_metric("ppl", CLASSIFY_TASK.metrics).higher_is_better
+    with pytest.raises(ConfigError, match=r"one of loss, ppl for this task; got 'bleu'"):
+        find_metric("bleu", LM_TASK.metrics)
+    with pytest.raises(ConfigError, match="validation_metric"):
+        find_metric("accuracy", TRANSLATION_TASK.metrics)

@@ -59,7 +59,8 @@ def test_fp32_faster_picks_fp32_as_on_an_avx512_bf16_xeon():
 
 def test_bf16_faster_picks_bf16_and_a_near_tie_goes_to_fp32():
     clock = FakeClock()
-    totals = time_precisions(costed_step(clock, {"fp32": 2e-3, "bf16": 1e-3}, []), ["fp32", "bf16"], 2, timer=clock)
+    step = costed_step(clock, {"fp32": 2e-3, "bf16": 1e-3}, [])
+    totals = time_precisions(step, ["fp32", "bf16"], 2, timer=clock)
     assert pick_fastest(totals) == "bf16"
     assert pick_fastest({"fp32": (1.0, 1000), "bf16": (1.0, 1030)}) == "fp32"  # 3% is within the margin
     assert pick_fastest({"fp32": (1.0, 1000), "bf16": (1.0, 1060)}) == "bf16"
@@ -67,8 +68,8 @@ def test_bf16_faster_picks_bf16_and_a_near_tie_goes_to_fp32():
 
 def test_the_rounds_stop_at_the_time_budget():
     clock, calls = FakeClock(), []
-    time_precisions(costed_step(clock, {"fp32": 1e-3, "bf16": 1e-3}, calls), ["fp32", "bf16"], 10, timer=clock,
-                    budget_s=5.0)
+    step = costed_step(clock, {"fp32": 1e-3, "bf16": 1e-3}, calls)
+    time_precisions(step, ["fp32", "bf16"], 10, timer=clock, budget_s=5.0)
     timed_rounds = {round_ for _, round_ in calls if round_ > 0}
     assert timed_rounds == {1, 2, 3}  # 2.2, 2.4, 2.6 s: past the 5 s budget after the third
 
@@ -76,7 +77,10 @@ def test_the_rounds_stop_at_the_time_budget():
 def tiny_model_and_batches() -> tuple[Transformer, list]:
     torch.manual_seed(0)
     model = Transformer(ModelConfig.preset("tiny", vocab_size=20, max_len=32, dropout=0.1))
-    batches = [make_batch([[5, 6, 7, 8]] * 3, [[9, 10, 11]] * 3), make_batch([[5, 6]] * 4, [[7, 8, 9, 10]] * 4)]
+    batches = [
+        make_batch([[5, 6, 7, 8]] * 3, [[9, 10, 11]] * 3),
+        make_batch([[5, 6]] * 4, [[7, 8, 9, 10]] * 4),
+    ]
     return model, batches
 
 
@@ -92,7 +96,9 @@ def clocked_loss(clock: FakeClock, seconds: dict[str, float]):
 
 @pytest.mark.parametrize(("seconds", "expected"), [({"fp32": 0.5, "bf16": 0.8}, "fp32"),
                                                    ({"fp32": 0.5, "bf16": 0.2}, "bf16")])
-def test_measure_precision_times_the_real_step_and_logs_both_rates(monkeypatch, caplog, seconds, expected):
+def test_measure_precision_times_the_real_step_and_logs_both_rates(
+    monkeypatch, caplog, one_thread, seconds, expected
+):
     monkeypatch.setattr(precision_module, "bf16_worth_measuring", lambda device: True)
     model, batches = tiny_model_and_batches()
     weights = {k: v.clone() for k, v in model.state_dict().items()}

@@ -11,16 +11,18 @@ Batches group texts of similar length under a token budget (as for translation, 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator, Sequence
+import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.data.batching import token_batches
+from aiayn.data.batching import BatchedDataset, token_batches
 from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.eval_mode import eval_mode
 
 log = logging.getLogger(__name__)
 
@@ -32,25 +34,33 @@ class ClassBatch:
     Attributes:
         tokens: (B, S) int64 token ids, `PAD_ID` after the end of each text.
         labels: (B,) int64 class indices.
-        num_tgt_tokens: B, the number of predictions the loss is summed over.
         indices: the dataset index of each row.
     """
 
     tokens: Tensor
     labels: Tensor
-    num_tgt_tokens: int
     indices: list[int]
 
     def __len__(self) -> int:
-        return self.tokens.size(0)
+        return len(self.indices)
+
+    @property
+    def num_targets(self) -> int:
+        """The predictions the loss sums over: one per example."""
+        return len(self.indices)
+
+    @property
+    def num_tgt_tokens(self) -> int:
+        """Deprecated name of `num_targets` (it counts examples, not tokens)."""
+        warnings.warn(
+            "ClassBatch.num_tgt_tokens is deprecated; use num_targets", DeprecationWarning, stacklevel=2
+        )
+        return self.num_targets
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> ClassBatch:
-        """A copy with the tensors on `device`."""
-        return replace(
-            self,
-            tokens=self.tokens.to(device, non_blocking=non_blocking),
-            labels=self.labels.to(device, non_blocking=non_blocking),
-        )
+        """A copy with `tokens` and `labels` on `device`."""
+        tokens, labels = (t.to(device, non_blocking=non_blocking) for t in (self.tokens, self.labels))
+        return replace(self, tokens=tokens, labels=labels)
 
 
 def pad_batch(token_ids: Sequence[Sequence[int]]) -> Tensor:
@@ -71,7 +81,7 @@ def encode_texts(tokenizer: Tokenizer, texts: Sequence[str], max_tokens: int, or
     return [[BOS_ID, *ids[:max_tokens]] for ids in encoded]
 
 
-class ClassificationDataset:
+class ClassificationDataset(BatchedDataset[ClassBatch]):
     """Token id lists and class indices, with token-budget batching."""
 
     def __init__(self, token_ids: Sequence[list[int]], labels: Sequence[int]) -> None:
@@ -83,48 +93,34 @@ class ClassificationDataset:
     def __len__(self) -> int:
         return len(self.token_ids)
 
-    def batches(
-        self,
-        max_tokens: int,
-        shuffle: bool = True,
-        seed: int = 0,
-        epoch: int = 0,
-        start: int = 0,
-    ) -> Iterator[ClassBatch]:
-        """One epoch of batches from batch `start` on; the order depends only on (seed, epoch)."""
+    def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+        """Texts of similar length together (see `token_batches`)."""
         lengths = [len(ids) for ids in self.token_ids]
-        plan = token_batches(lengths, lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
-        for indices in plan[start:]:
-            yield ClassBatch(
-                tokens=pad_batch([self.token_ids[i] for i in indices]),
-                labels=torch.tensor([self.labels[i] for i in indices], dtype=torch.long),
-                num_tgt_tokens=len(indices),
-                indices=indices,
-            )
+        return token_batches(lengths, lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
+
+    def collate(self, indices: list[int]) -> ClassBatch:
+        tokens = pad_batch([self.token_ids[i] for i in indices])
+        labels = torch.tensor([self.labels[i] for i in indices], dtype=torch.long)
+        return ClassBatch(tokens, labels, indices)
 
 
 def classification_loss(model: nn.Module, batch: ClassBatch, smoothing: float) -> tuple[Tensor, int]:
     """Summed (label-smoothed) cross-entropy over the batch's examples, and their number."""
     logits = model(batch.tokens)  # (B, C)
     loss = F.cross_entropy(logits.float(), batch.labels, label_smoothing=smoothing, reduction="sum")
-    return loss, batch.num_tgt_tokens
+    return loss, batch.num_targets
 
 
-@torch.no_grad()
 def predict_probabilities(
     model: nn.Module, dataset: ClassificationDataset, batch_tokens: int = 4096
 ) -> tuple[Tensor, Tensor]:
     """(N, C) class probabilities and (N,) predicted classes, in dataset order."""
     device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
     probs = torch.zeros(len(dataset), model.num_classes)
-    try:
+    with eval_mode(model):
         for batch in dataset.batches(batch_tokens, shuffle=False):
-            logits = model(batch.tokens.to(device)).float()
+            logits = model(batch.tokens.to(device)).float()  # (B, C)
             probs[batch.indices] = logits.softmax(dim=-1).cpu()
-    finally:
-        model.train(was_training)
     return probs, probs.argmax(dim=-1)
 
 

@@ -1,4 +1,6 @@
-"""`aiayn classify train`: labelled texts -> tokenizer -> `EncoderOnly` -> `Trainer`.
+"""`aiayn classify train`: the classifier task of the run skeleton (see `aiayn.training.run`).
+
+Labelled texts -> tokenizer -> `EncoderOnly` -> cross-entropy over the examples.
 
 The data is the built-in brackets task (`data.task: brackets`, see `aiayn.classify.brackets`)
 or TSV files (`data.task: tsv`, `data.train_tsv`, optional `data.valid_tsv`; without a
@@ -6,36 +8,39 @@ validation file the last `data.valid_fraction` of the shuffled training examples
 out). The run directory is laid out as for translation; its root is a model directory
 (`config.json` with the label names under `config.extra.labels`, `model.safetensors`,
 `tokenizer.json`) that `aiayn classify predict --model` reads. Validation reports the loss
-and the accuracy; the model with the lowest validation loss is kept.
+and the accuracy; the best model by `train.validation_metric` (the loss by default, or
+`accuracy`) is kept.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import torch
+from torch import nn
 
 from aiayn.classify.brackets import LABELS as BRACKET_LABELS
 from aiayn.classify.brackets import make_brackets
-from aiayn.classify.dataset import ClassificationDataset, accuracy, classification_loss, encode_texts
+from aiayn.classify.dataset import (
+    ClassificationDataset,
+    accuracy,
+    classification_loss,
+    encode_texts,
+)
 from aiayn.classify.tsv import Example, label_names, read_tsv
 from aiayn.data.paths import resolve_data_file
-from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, train_tokenizer
+from aiayn.data.tokenizer import Tokenizer, train_tokenizer
 from aiayn.errors import ConfigError
-from aiayn.files import atomic_write_text
 from aiayn.model import EncoderOnly, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
-from aiayn.training.run_dir import attach_log_file, prepare_run_dir
-from aiayn.training.trainer import Trainer
+from aiayn.training.state import TrainState
+from aiayn.training.task import Metric, Task, preset_config
 
 log = logging.getLogger(__name__)
 
-RESULTS_FILE = "results.json"
+ACCURACY = Metric("accuracy", higher_is_better=True)
 CLASSIFY_TASKS = ("brackets", "tsv")
 
 
@@ -53,7 +58,9 @@ class ClassifyData:
 def read_splits(data: DataConfig) -> tuple[dict[str, list[Example]], list[str]]:
     """The (text, label) examples of each split, and the label names (class index order)."""
     if data.task == "brackets":
-        splits = make_brackets(data.seed, data.num_train, data.num_valid, data.num_test, data.max_len)
+        splits = make_brackets(
+            data.seed, data.num_train, data.num_valid, data.num_test, data.max_sentence_tokens
+        )
         return {name: examples for name, examples in splits.items() if examples}, list(BRACKET_LABELS)
     if data.task != "tsv":
         raise ConfigError(f"aiayn classify needs data.task brackets or tsv, got {data.task!r}")
@@ -84,7 +91,7 @@ def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) 
         if name not in splits:
             return None
         texts = [t for t, _ in splits[name]]
-        ids = encode_texts(tokenizer, texts, data.max_len, f"{data.task}/{name}")
+        ids = encode_texts(tokenizer, texts, data.max_sentence_tokens, f"{data.task}/{name}")
         return ClassificationDataset(ids, [index[label] for _, label in splits[name]])
 
     prepared = ClassifyData(tokenizer, labels, encode("train"), encode("valid"), encode("test"))
@@ -102,70 +109,55 @@ def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) 
 def build_classifier_config(config: RunConfig, tokenizer: Tokenizer, labels: list[str]) -> ModelConfig:
     """The configured preset with the tokenizer's vocabulary; the label names go to `extra`.
 
-    `max_len` (positions) defaults to `data.max_len` text tokens plus the leading `<bos>`."""
-    overrides = dict(config.model.overrides)
-    overrides["vocab_size"] = tokenizer.vocab_size
-    overrides.setdefault("max_len", config.data.max_len + 1)  # + the leading <bos>
-    overrides["extra"] = {"task": config.data.task, **overrides.get("extra", {}), "labels": labels}
-    return ModelConfig.preset(config.model.preset, **overrides)
+    `max_len` (positions) defaults to `data.max_sentence_tokens` text tokens plus the leading
+    `<bos>`."""
+    return preset_config(
+        config,
+        fixed={"vocab_size": tokenizer.vocab_size, "extra": {"labels": labels}},
+        defaults={"max_len": config.data.max_sentence_tokens + 1, "extra": {"task": config.data.task}},
+    )
 
 
-def run_classify_training(
-    config: RunConfig, run_dir: Path, *, resume: bool = False, overwrite: bool = False
-) -> dict[str, Any]:
-    """Train a classifier as configured into `run_dir`; returns (and writes) the results."""
-    run_dir = Path(run_dir)
+def check_classify_run(config: RunConfig) -> None:
+    """The data task must be a classification task; TSV paths are stored resolved, so that a
+    resume finds them from any directory."""
     if config.data.task not in CLASSIFY_TASKS:
         raise ConfigError(f"aiayn classify needs data.task brackets or tsv, got {config.data.task!r}")
-    if config.train.validation_metric != "loss":
-        raise ConfigError(
-            "a classifier is selected by its validation loss: set train.validation_metric: loss"
-        )
-    for name in ("train_tsv", "valid_tsv"):  # stored resolved, so a resume finds them anywhere
+    for name in ("train_tsv", "valid_tsv"):
         if getattr(config.data, name):
             setattr(config.data, name, str(resolve_data_file(getattr(config.data, name), "TSV file")))
-    prepare_run_dir(run_dir, resume, overwrite)
-    attach_log_file(run_dir)
-    if config.train.threads:
-        torch.set_num_threads(config.train.threads)
-    torch.manual_seed(config.train.seed)
-    data = prepare_classify_data(config.data, Tokenizer.load(run_dir / JOINT_FILE) if resume else None)
 
-    def save_tokenizer(directory: Path) -> None:
-        data.tokenizer.save(Path(directory) / JOINT_FILE)
 
-    if not resume:
-        save_tokenizer(run_dir)
-    model = EncoderOnly(build_classifier_config(config, data.tokenizer, data.labels), len(data.labels))
-    params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
+def build_classifier(config: RunConfig, data: ClassifyData) -> EncoderOnly:
+    """A fresh encoder-only classifier for the tokenizer's vocabulary and the labels."""
+    return EncoderOnly(build_classifier_config(config, data.tokenizer, data.labels), len(data.labels))
 
-    def evaluate(current: EncoderOnly) -> dict[str, float]:
-        return {"accuracy": accuracy(current, data.valid, config.train.batch_tokens)} if data.valid else {}
 
-    trainer = Trainer(
-        config,
-        model,
-        data.train,
-        data.valid,
-        run_dir,
-        loss_fn=classification_loss,
-        evaluate=evaluate,
-        save_extra=save_tokenizer,
-        command="aiayn classify train",
-    )
-    state = trainer.fit(resume=resume)
-    best = EncoderOnly.from_pretrained(run_dir, device=trainer.device)
-    results: dict[str, Any] = {
-        "steps": state.step,
-        "epochs": state.epoch,
-        "train_minutes": state.elapsed_s / 60,
-        "examples_per_s": state.target_tokens / max(state.elapsed_s, 1e-9),
-        "best_step": state.best_step,
-        "params": params,
+def validation_accuracy(model: nn.Module, config: RunConfig, data: ClassifyData) -> dict[str, float]:
+    """Accuracy on the validation split (when there is one)."""
+    return {"accuracy": accuracy(model, data.valid, config.train.batch_tokens)} if data.valid else {}
+
+
+def accuracy_results(
+    best: nn.Module, config: RunConfig, data: ClassifyData, state: TrainState
+) -> dict[str, Any]:
+    """The label names and the best model's validation and test accuracy."""
+    return {
         "labels": data.labels,
         "valid_accuracy": accuracy(best, data.valid) if data.valid else None,
         "test_accuracy": accuracy(best, data.test) if data.test else None,
     }
-    atomic_write_text(run_dir / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
-    return results
+
+
+CLASSIFY_TASK: Task[Tokenizer, ClassifyData] = Task(
+    check_config=check_classify_run,
+    prepare_data=prepare_classify_data,
+    build_model=build_classifier,
+    loss=classification_loss,
+    target_unit="examples",
+    metrics=(ACCURACY,),
+    validation_metrics=validation_accuracy,
+    final_results=accuracy_results,
+    command="aiayn classify train",
+)
+"""Labelled texts -> `EncoderOnly`; validated by loss and accuracy."""

@@ -12,11 +12,12 @@ for each text (`--input`: one text per line, in input order).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from aiayn.cli.lm import CONFIGS, load_task_config
-from aiayn.cli.train import add_run_arguments
+from aiayn.cli.train import add_run_arguments, check_resume_alone
+from aiayn.errors import ConfigError
+from aiayn.training.config import load_config
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
 DEFAULT_CONFIG = CONFIGS / "brackets.yaml"
@@ -63,33 +64,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from aiayn.classify.run import run_classify_training
-    from aiayn.training.trainer import StopRequested
+    from aiayn.classify.run import CLASSIFY_TASK
+    from aiayn.training.run import train_in_session
 
     if args.resume is not None:
-        if args.config or args.out or args.tsv or args.valid_tsv:
-            print(
-                "aiayn classify train: --resume takes its config and directory from RUN_DIR", file=sys.stderr
-            )
-            return 2
+        check_resume_alone(args, "tsv", "valid_tsv")
         run_dir = args.resume
-        config = load_task_config(run_dir / CONFIG_FILE, {}, {}, args.overrides)
+        config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         if args.valid_tsv and not args.tsv:
-            print("aiayn classify train: --valid-tsv needs --tsv", file=sys.stderr)
-            return 2
+            raise ConfigError("--valid-tsv needs --tsv")
         set_fields = {"task": "tsv", "train_tsv": args.tsv, "valid_tsv": args.valid_tsv} if args.tsv else {}
         name = args.config or (Path(f"classify-{Path(args.tsv).stem}") if args.tsv else DEFAULT_CONFIG)
         run_dir = args.out or default_run_dir(name)
         path = args.config or (TSV_CONFIG if args.tsv else DEFAULT_CONFIG)
         config = load_task_config(path, {"task": "brackets"}, set_fields, args.overrides)
-    print(f"run directory: {run_dir}", file=sys.stderr)
-    try:
-        results = run_classify_training(
-            config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
-        )
-    except StopRequested:
+    session = train_in_session(
+        CLASSIFY_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
+    )
+    if session.results is None:
         return 130
+    if not session.is_main:
+        return 0
+    results = session.results
     print(
         f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
         f"({results['params']:,} parameters)"
@@ -100,7 +97,7 @@ def run_train(args: argparse.Namespace) -> int:
                 f"{'validation' if split == 'valid' else 'held-out test'} accuracy: "
                 f"{results[f'{split}_accuracy']:.2f}%"
             )
-    print(f"model directory: {run_dir}")
+    print(f"model directory: {session.run_dir}")
     return 0
 
 

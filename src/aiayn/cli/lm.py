@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiayn.cli.train import add_run_arguments, train_in_session
+from aiayn.cli.train import add_run_arguments, check_resume_alone
 from aiayn.errors import ConfigError
-from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, read_yaml
+from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, load_config, read_yaml
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
@@ -79,34 +79,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_train(args: argparse.Namespace) -> int:
-    from aiayn.lm.run import run_lm_training
+    from aiayn.lm.run import LM_TASK
+    from aiayn.training.run import train_in_session
 
     if args.resume is not None:
-        if args.config or args.out or args.text:
-            print("aiayn lm train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)
-            return 2
+        check_resume_alone(args, "text")
         run_dir = args.resume
-        config = load_task_config(run_dir / CONFIG_FILE, {}, {}, args.overrides)
+        config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         path = args.config or DEFAULT_CONFIG
         name = args.config or (Path(f"lm-{Path(args.text).stem}") if args.text else DEFAULT_CONFIG)
         run_dir = args.out or default_run_dir(name)
         set_fields = {"text_file": args.text} if args.text else {}
         config = load_task_config(path, {"task": "text"}, set_fields, args.overrides)
-    results, is_main, run_dir = train_in_session(
-        run_lm_training, config, run_dir, args.resume is not None, args.overwrite
+    session = train_in_session(
+        LM_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )
-    if results is None:
+    if session.results is None:
         return 130
-    if not is_main:
+    if not session.is_main:
         return 0
+    results = session.results
     loss = results["val_loss"]
     shown = f"; validation loss {loss:.4f} nats/token" if loss is not None else ""
     print(
         f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
         f"({results['tokens_per_s']:,.0f} tokens/s, {results['params']:,} parameters){shown}"
     )
-    print(f"model directory: {run_dir}")
+    print(f"model directory: {session.run_dir}")
     print(f"sample:\n{results['sample']}")
     return 0
 

@@ -7,11 +7,9 @@ DistributedDataParallel (see `aiayn.training.distributed`); rank 0 prints and wr
 from __future__ import annotations
 
 import argparse
-import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
+from aiayn.errors import ConfigError
 from aiayn.training.config import load_config
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
@@ -43,46 +41,33 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def train_in_session(
-    train: Callable[..., dict], config: Any, run_dir: Path, resume: bool, overwrite: bool
-) -> tuple[dict | None, bool, Path]:
-    """Run `train(config, run_dir, resume=, overwrite=, dist=)` alone or under torchrun.
-
-    Every rank agrees on rank 0's `run_dir` (one timestamped default). Returns (results, this
-    process is rank 0, run_dir); results is None when SIGINT/SIGTERM stopped the run.
-    """
-    from aiayn.training.distributed import broadcast_object, distributed_session
-    from aiayn.training.trainer import StopRequested
-
-    with distributed_session(config.train.device, config.train.dist_backend) as dist:
-        run_dir = Path(broadcast_object(str(run_dir), dist))
-        if dist.is_main:
-            print(f"run directory: {run_dir}", file=sys.stderr)
-        try:
-            results = train(config, run_dir, resume=resume, overwrite=overwrite, dist=dist)
-        except StopRequested:
-            results = None
-    return results, dist.is_main, run_dir
+def check_resume_alone(args: argparse.Namespace, *task_options: str) -> None:
+    """`--resume RUN_DIR` reads its config and directory from RUN_DIR: refuse a CONFIG, --out,
+    or any of `task_options` (attribute names of `args`) given beside it."""
+    given = [name for name in ("config", "out", *task_options) if getattr(args, name, None)]
+    if given:
+        shown = ", ".join("CONFIG" if n == "config" else "--" + n.replace("_", "-") for n in given)
+        raise ConfigError(f"--resume takes its config and directory from RUN_DIR; drop {shown}")
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiayn.training.run import run_training
+    from aiayn.training.run import train_in_session
+    from aiayn.training.translation import TRANSLATION_TASK
 
     if args.resume is not None:
-        if args.config or args.out:
-            print("aiayn train: --resume takes its config and directory from RUN_DIR", file=sys.stderr)
-            return 2
+        check_resume_alone(args)
         run_dir = args.resume
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         run_dir = args.out or default_run_dir(args.config)
         config = load_config(args.config, args.overrides)
-    resume = args.resume is not None
-    results, is_main, _ = train_in_session(run_training, config, run_dir, resume, args.overwrite)
-    if results is None:
+    session = train_in_session(
+        TRANSLATION_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
+    )
+    if session.results is None:
         return 130
-    if is_main:
-        print_results(results)
+    if session.is_main:
+        print_results(session.results)
     return 0
 
 

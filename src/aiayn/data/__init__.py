@@ -3,7 +3,7 @@
 This package knows nothing of the model or of training.
 """
 
-from aiayn.data.batching import Batch, ParallelDataset, make_batch, shard, token_batches
+from aiayn.data.batching import Batch, BatchedDataset, ParallelDataset, make_batch, shard, token_batches
 from aiayn.data.corpus import FilterStats, filter_pairs, read_lines, read_parallel
 from aiayn.data.multi30k import MULTI30K_URL, SPLITS, load_multi30k, multi30k_files
 from aiayn.data.paths import data_root
@@ -28,6 +28,7 @@ __all__ = [
     "TOKENIZER_KINDS",
     "UNK_ID",
     "Batch",
+    "BatchedDataset",
     "FilterStats",
     "ParallelDataset",
     "Tokenizer",

@@ -16,8 +16,10 @@ size, ``batch_size * max(longest source, longest target)`` in positions, stays w
 
 import logging
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
+from typing import Generic, TypeVar
 
 import torch
 
@@ -28,6 +30,8 @@ from aiayn.errors import ConfigError
 log = logging.getLogger(__name__)
 
 DEFAULT_POOL_SIZE = 10_000  # examples sorted together before being cut into batches
+
+BatchT = TypeVar("BatchT")
 
 
 @dataclass
@@ -43,6 +47,11 @@ class Batch:
 
     def __len__(self) -> int:
         return self.src.size(0)
+
+    @property
+    def num_targets(self) -> int:
+        """The predictions the loss sums over: the target tokens."""
+        return self.num_tgt_tokens
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
         """A copy with the tensors on ``device``.
@@ -162,7 +171,63 @@ def shard(batches: Sequence[list[int]], rank: int, world_size: int) -> list[list
     return [batches[i] for i in range(rank, usable, world_size)]
 
 
-class ParallelDataset:
+class BatchedDataset(ABC, Generic[BatchT]):
+    """A dataset read in batches, epoch after epoch: resumable and shared out between processes.
+
+    A subclass says how one epoch is cut into batches of example indices (`batch_plan`, which
+    must depend only on ``(seed, epoch)`` and the data) and how indices become a batch
+    (`collate`); this class deals the plan out to processes (:func:`shard`) and resumes it.
+    """
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """Number of examples."""
+
+    @abstractmethod
+    def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+        """One epoch's batches, as lists of example indices, under a budget of ``max_tokens``."""
+
+    @abstractmethod
+    def collate(self, indices: list[int]) -> BatchT:
+        """The batch of examples ``indices``."""
+
+    def batch_indices(
+        self,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        epoch: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> list[list[int]]:
+        """This rank's index batches for one epoch (see :meth:`batch_plan` and :func:`shard`)."""
+        return shard(self.batch_plan(max_tokens, shuffle, seed, epoch), rank, world_size)
+
+    def num_batches(self, max_tokens: int, **kwargs) -> int:
+        """Number of batches :meth:`batches` yields for these arguments (with ``start=0``)."""
+        return len(self.batch_indices(max_tokens, **kwargs))
+
+    def batches(
+        self,
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        epoch: int = 0,
+        start: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+    ) -> Iterator[BatchT]:
+        """Yield the epoch's batches, skipping the first ``start`` (to resume mid-epoch).
+
+        The order depends only on ``(seed, epoch)`` (and the data), so resuming with the same
+        arguments and ``start=k`` continues exactly where batch ``k - 1`` left off. Under
+        torchrun each ``rank`` of ``world_size`` reads its own equal share of the epoch.
+        """
+        for indices in self.batch_indices(max_tokens, shuffle, seed, epoch, rank, world_size)[start:]:
+            yield self.collate(indices)
+
+
+class ParallelDataset(BatchedDataset[Batch]):
     """Encoded sentence pairs (token id lists without bos/eos) and their batching."""
 
     def __init__(self, src_ids: Sequence[list[int]], tgt_ids: Sequence[list[int]]) -> None:
@@ -186,47 +251,11 @@ class ParallelDataset:
     def __getitem__(self, i: int) -> tuple[list[int], list[int]]:
         return self.src_ids[i], self.tgt_ids[i]
 
-    def batch_indices(
-        self,
-        max_tokens: int,
-        shuffle: bool = True,
-        seed: int = 0,
-        epoch: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-    ) -> list[list[int]]:
-        """This rank's index batches for one epoch (see :func:`token_batches` and :func:`shard`)."""
-        batches = token_batches(
-            [len(s) for s in self.src_ids],
-            [len(t) for t in self.tgt_ids],
-            max_tokens,
-            shuffle=shuffle,
-            seed=seed,
-            epoch=epoch,
-        )
-        return shard(batches, rank, world_size)
+    def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+        """Length-homogeneous batches of pairs (see :func:`token_batches`)."""
+        src_lengths = [len(s) for s in self.src_ids]
+        tgt_lengths = [len(t) for t in self.tgt_ids]
+        return token_batches(src_lengths, tgt_lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
 
-    def num_batches(self, max_tokens: int, **kwargs) -> int:
-        """Number of batches :meth:`batches` yields for these arguments (with ``start=0``)."""
-        return len(self.batch_indices(max_tokens, **kwargs))
-
-    def batches(
-        self,
-        max_tokens: int,
-        shuffle: bool = True,
-        seed: int = 0,
-        epoch: int = 0,
-        start: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-    ) -> Iterator[Batch]:
-        """Yield the epoch's batches, skipping the first ``start`` (to resume mid-epoch).
-
-        The order depends only on ``(seed, epoch)`` (and the data), so resuming with the same
-        arguments and ``start=k`` continues exactly where batch ``k - 1`` left off.
-        """
-        plan = self.batch_indices(max_tokens, shuffle, seed, epoch, rank, world_size)
-        for indices in plan[start:]:
-            yield make_batch(
-                [self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices], indices
-            )
+    def collate(self, indices: list[int]) -> Batch:
+        return make_batch([self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices], indices)

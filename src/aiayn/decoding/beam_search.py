@@ -35,7 +35,8 @@ import torch
 from torch import Tensor
 
 from aiayn.data.special_tokens import BOS_ID, EOS_ID
-from aiayn.decoding.common import Hypothesis, eval_mode, length_penalty, log_probs, output_limits
+from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, output_limits
+from aiayn.eval_mode import eval_mode
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer

@@ -14,15 +14,13 @@ Conventions of every decoder in `aiayn.decoding`:
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from aiayn.data.special_tokens import BOS_ID, PAD_ID
 
 
 class Hypothesis(NamedTuple):
@@ -83,20 +81,3 @@ def log_probs(logits: Tensor, forbidden: tuple[int, ...] = (PAD_ID, BOS_ID)) -> 
     if forbidden:
         logp[:, list(forbidden)] = float("-inf")
     return logp
-
-
-def strip_eos(tokens: list[int], eos_id: int = EOS_ID) -> list[int]:
-    """Drop a final `<eos>` from a token list."""
-    return tokens[:-1] if tokens and tokens[-1] == eos_id else tokens
-
-
-@contextlib.contextmanager
-def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Put `model` in eval mode (no dropout) under `torch.no_grad`, restoring its mode after."""
-    was_training = model.training
-    model.eval()
-    try:
-        with torch.no_grad():
-            yield model
-    finally:
-        model.train(was_training)

@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from aiayn.data.special_tokens import BOS_ID, EOS_ID
-from aiayn.decoding.common import eval_mode, log_probs, output_limits
+from aiayn.decoding.common import log_probs, output_limits
+from aiayn.eval_mode import eval_mode
 from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer
 

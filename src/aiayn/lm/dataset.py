@@ -21,16 +21,15 @@ Windows start every `stride` tokens:
 
 from __future__ import annotations
 
-import math
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
 from torch import Tensor
 
-from aiayn.data.batching import shard
+from aiayn.data.batching import BatchedDataset
 from aiayn.data.corpus import read_bytes
 from aiayn.data.special_tokens import BOS_ID, PAD_ID
 from aiayn.data.tokenizer import Tokenizer
@@ -57,6 +56,11 @@ class LMBatch:
 
     def __len__(self) -> int:
         return self.inputs.size(0)
+
+    @property
+    def num_targets(self) -> int:
+        """The predictions the loss sums over: the non-pad labels."""
+        return self.num_tgt_tokens
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> LMBatch:
         """A copy with the tensors on `device`."""
@@ -93,7 +97,7 @@ def window_starts(num_tokens: int, block_size: int, stride: int | None = None) -
     return starts
 
 
-class TokenWindows:
+class TokenWindows(BatchedDataset[LMBatch]):
     """Training or validation windows over one token stream, batched for the `Trainer`.
 
     Args:
@@ -126,9 +130,6 @@ class TokenWindows:
         """Windows in one batch of at most `max_tokens` positions (at least one)."""
         return max(1, max_tokens // self.block_size)
 
-    def num_batches(self, max_tokens: int) -> int:
-        return math.ceil(len(self) / self.windows_per_batch(max_tokens))
-
     def window_batch(self, rows: Tensor) -> LMBatch:
         """The batch of windows number `rows` ((B,) LongTensor indices into `starts`)."""
         starts = self.starts[rows]
@@ -136,22 +137,11 @@ class TokenWindows:
         inputs, labels = chunk[:, :-1], chunk[:, 1:]  # past the stream end: pad, no target
         return LMBatch(inputs, labels, int((labels != PAD_ID).sum()), starts.tolist())
 
-    def batches(
-        self,
-        max_tokens: int,
-        shuffle: bool = True,
-        seed: int = 0,
-        epoch: int = 0,
-        start: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-    ) -> Iterator[LMBatch]:
-        """Yield one epoch of batches of `max_tokens // block_size` windows, from batch `start` on.
+    def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
+        """One epoch of batches of `max_tokens // block_size` windows (the last may hold fewer).
 
-        With `shuffle` the window order is a permutation that depends only on `(seed, epoch)`,
-        so resuming with `start=k` continues exactly after batch k - 1. Without it (validation)
-        the windows come in stream order. The last batch may hold fewer windows. Under torchrun
-        each `rank` of `world_size` reads its own equal share of the epoch's batches.
+        With `shuffle` the window order is a permutation that depends only on `(seed, epoch)`;
+        without it (validation) the windows come in stream order.
         """
         if max_tokens < 1:
             raise ConfigError(f"max_tokens must be >= 1, got {max_tokens}")
@@ -159,9 +149,10 @@ class TokenWindows:
         if shuffle:
             random.Random(f"aiayn-lm-{seed}-{epoch}").shuffle(order)
         size = self.windows_per_batch(max_tokens)
-        plan = [order[first : first + size] for first in range(0, len(order), size)]
-        for windows in shard(plan, rank, world_size)[start:]:  # this rank's share under torchrun
-            yield self.window_batch(torch.tensor(windows))
+        return [order[first : first + size] for first in range(0, len(order), size)]
+
+    def collate(self, indices: list[int]) -> LMBatch:
+        return self.window_batch(torch.tensor(indices))
 
 
 # ---------------------------------------------------------------------- text files

@@ -1,9 +1,10 @@
-"""`aiayn lm train`: a text file -> tokenizer -> windows -> `DecoderOnlyLM` -> `Trainer`.
+"""`aiayn lm train`: the language-model task of the run skeleton (see `aiayn.training.run`).
 
-The run directory is the same as for translation (see `aiayn.training.checkpoint`): the best
-model so far at its root (`config.json`, `model.safetensors`, `tokenizer.json`: a model
-directory that `aiayn lm generate --model` reads), `train_config.yaml`, `metrics.jsonl`,
-`checkpoints/`, and `results.json` at the end.
+A text file -> tokenizer -> windows -> `DecoderOnlyLM` -> next-token loss. The run directory is
+the same as for translation (see `aiayn.training.checkpoint`): the best model so far at its
+root (`config.json`, `model.safetensors`, `tokenizer.json`: a model directory that
+`aiayn lm generate --model` reads), `train_config.yaml`, `metrics.jsonl`, `checkpoints/`, and
+`results.json` at the end (with the validation loss and a sample from the best model).
 
 The validation loss is the mean next-token negative log-likelihood (nats per token) over the
 whole held-out tail of the text, in non-overlapping windows of `block_size`.
@@ -11,7 +12,6 @@ whole held-out tail of the text, in non-overlapping windows of `block_size`.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,21 +21,18 @@ import torch
 from torch import nn
 
 from aiayn.data.paths import resolve_data_file
-from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, train_tokenizer
+from aiayn.data.tokenizer import Tokenizer, train_tokenizer
 from aiayn.errors import ConfigError
-from aiayn.files import atomic_write_text
 from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, split_text, text_stream
 from aiayn.lm.generate import generate
 from aiayn.model import DecoderOnlyLM, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
-from aiayn.training.distributed import DistContext, broadcast_object
 from aiayn.training.loss import label_smoothed_nll
-from aiayn.training.run_dir import log_to_file, prepare_run_dir
-from aiayn.training.trainer import Trainer
+from aiayn.training.state import TrainState
+from aiayn.training.task import Task, preset_config
 
 log = logging.getLogger(__name__)
 
-RESULTS_FILE = "results.json"
 LM_TOKENIZERS = ("char", "byte_bpe")
 SAMPLE_TOKENS = 300  # length of the sample written to results.json
 
@@ -99,94 +96,48 @@ def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfi
     `max_len` (the positional table) defaults to `block_size`; `extra` records the task and
     the block size, which generation uses as its context length.
     """
-    overrides = dict(config.model.overrides)
-    overrides["vocab_size"] = tokenizer.vocab_size
-    overrides.setdefault("max_len", config.data.block_size)
-    overrides.setdefault("extra", {})
-    overrides["extra"] = {"task": "text", "block_size": config.data.block_size, **overrides["extra"]}
-    return ModelConfig.preset(config.model.preset, **overrides)
+    block_size = config.data.block_size
+    return preset_config(
+        config,
+        fixed={"vocab_size": tokenizer.vocab_size},
+        defaults={"max_len": block_size, "extra": {"task": "text", "block_size": block_size}},
+    )
 
 
 def lm_loss(model: nn.Module, batch: LMBatch, smoothing: float) -> tuple[torch.Tensor, int]:
     """Summed (label-smoothed) next-token loss of a batch of windows; pad labels are ignored."""
     logits = model(batch.inputs)  # (B, T, V)
-    return label_smoothed_nll(logits, batch.labels, smoothing), batch.num_tgt_tokens
+    return label_smoothed_nll(logits, batch.labels, smoothing), batch.num_targets
 
 
-def run_lm_training(
-    config: RunConfig,
-    run_dir: Path,
-    *,
-    resume: bool = False,
-    overwrite: bool = False,
-    dist: DistContext | None = None,
-) -> dict[str, Any]:
-    """Train a language model as configured into `run_dir`; returns (and writes) the results.
-
-    Under torchrun pass the `DistContext` of `distributed_session`: rank 0 trains the tokenizer
-    and sends it to the others, and alone writes the run directory.
-    """
-    dist = dist or DistContext()
-    run_dir = Path(run_dir)
+def check_lm_run(config: RunConfig) -> None:
+    """`check_lm_config`, and the text file stored by its resolved path (so that a resume
+    finds it from any directory)."""
     check_lm_config(config.data)
-    if config.train.validation_metric != "loss":
-        raise ConfigError("a language model is validated by its loss: set train.validation_metric: loss")
-    # Stored by its resolved path, so that a resume finds the text from any directory.
     config.data.text_file = str(resolve_data_file(config.data.text_file, "text file"))
-    if dist.is_main:
-        prepare_run_dir(run_dir, resume, overwrite)
-    with log_to_file(run_dir, enabled=dist.is_main):
-        return _train_lm(config, run_dir, resume, dist)
 
 
-def _train_lm(config: RunConfig, run_dir: Path, resume: bool, dist: DistContext) -> dict[str, Any]:
-    if config.train.threads:
-        torch.set_num_threads(config.train.threads)
-    torch.manual_seed(config.train.seed)
-    if resume:
-        data = prepare_lm_data(config.data, Tokenizer.load(run_dir / JOINT_FILE))
-    else:  # rank 0 trains the tokenizer; the other ranks receive it
-        data = prepare_lm_data(config.data) if dist.is_main else None
-        tokenizer = broadcast_object(data.tokenizer if data else None, dist)
-        data = data or prepare_lm_data(config.data, tokenizer)
+def build_lm(config: RunConfig, data: LMData) -> DecoderOnlyLM:
+    """A fresh decoder-only model for the tokenizer's vocabulary."""
+    return DecoderOnlyLM(build_lm_model_config(config, data.tokenizer))
 
-    def save_tokenizer(directory: Path) -> None:
-        data.tokenizer.save(Path(directory) / JOINT_FILE)
 
-    if not resume and dist.is_main:
-        save_tokenizer(run_dir)
-    model = DecoderOnlyLM(build_lm_model_config(config, data.tokenizer))
-    params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
-    trainer = Trainer(
-        config,
-        model,
-        data.train,
-        data.valid,
-        run_dir,
-        loss_fn=lm_loss,
-        save_extra=save_tokenizer,
-        is_main=dist.is_main,
-        dist=dist,
-        command="aiayn lm train",
-    )
-    state = trainer.fit(resume=resume)
-    results: dict[str, Any] = {
-        "steps": state.step,
-        "epochs": state.epoch,
-        "train_minutes": state.elapsed_s / 60,
-        "target_tokens": state.target_tokens,
-        "tokens_per_s": state.target_tokens / max(state.elapsed_s, 1e-9),
-        "val_loss": state.best_metric if config.train.validation_metric == "loss" else None,
-        "best_step": state.best_step,
-        "skipped_steps": state.skipped_steps,
-        "params": params,
-        "vocab_size": data.tokenizer.vocab_size,
-    }
-    if not dist.is_main:
-        return results
-    best = DecoderOnlyLM.from_pretrained(run_dir, device=trainer.device)
+def sample_results(best: nn.Module, config: RunConfig, data: LMData, state: TrainState) -> dict[str, Any]:
+    """The validation loss of the best model, and a sample from it."""
     sample_ids = generate(best, [], SAMPLE_TOKENS, temperature=1.0, seed=config.train.seed)
-    results["sample"] = data.tokenizer.decode(sample_ids)
-    atomic_write_text(run_dir / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
-    return results
+    return {
+        "val_loss": state.best_metric if config.train.validation_metric == "loss" else None,
+        "vocab_size": data.tokenizer.vocab_size,
+        "sample": data.tokenizer.decode(sample_ids),
+    }
+
+
+LM_TASK: Task[Tokenizer, LMData] = Task(
+    check_config=check_lm_run,
+    prepare_data=prepare_lm_data,
+    build_model=build_lm,
+    loss=lm_loss,
+    final_results=sample_results,
+    command="aiayn lm train",
+)
+"""A text file -> `DecoderOnlyLM`; validated (and selected) by its loss."""

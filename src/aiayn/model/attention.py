@@ -49,8 +49,8 @@ def scaled_dot_product_attention(
             dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")
         )
         if on_cpu_bf16:
-            # On CPU, the bf16 flash-attention backward kernel is ~8x slower than the fp32 one
-            # (torch 2.13); attention is a small part of the FLOPs, so it runs in fp32.
+            # On CPU, torch's bf16 flash-attention backward is far slower than its fp32 one
+            # (benchmarks/RESULTS.md); attention is a small part of the FLOPs, so it runs in fp32.
             query, key, value = query.float(), key.float(), value.float()
         with torch.autocast("cpu", enabled=False) if on_cpu_bf16 else contextlib.nullcontext():
             output = F.scaled_dot_product_attention(

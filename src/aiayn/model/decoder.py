@@ -12,24 +12,14 @@ depend only on the known outputs at positions less than i."
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from torch import Tensor, nn
 
 from aiayn.model.config import ModelConfig
-from aiayn.model.encoder import SublayerConnection
+from aiayn.model.context import AttentionContext
 from aiayn.model.feed_forward import PositionwiseFeedForward
 from aiayn.model.kv_cache import AttentionCache, DecoderCache
 from aiayn.model.multi_head_attention import MultiHeadAttention
-from aiayn.model.packing import PackedLayout
-
-
-@dataclass
-class DecoderAttention:
-    """Per-layer attention maps of a decoder pass: self (B, H, T, T), cross (B, H, T, S)."""
-
-    self_attention: list[Tensor] = field(default_factory=list)
-    cross_attention: list[Tensor] = field(default_factory=list)
+from aiayn.model.sublayer import SublayerConnection
 
 
 class DecoderLayer(nn.Module):
@@ -55,58 +45,27 @@ class DecoderLayer(nn.Module):
     def forward(
         self,
         x: Tensor,
-        memory: Tensor | None = None,
-        self_mask: Tensor | None = None,
-        cross_mask: Tensor | None = None,
+        target: AttentionContext,
+        source: AttentionContext | None = None,
         self_cache: AttentionCache | None = None,
         cross_cache: AttentionCache | None = None,
-        need_weights: bool = False,
-        is_causal: bool = False,
-        layout: PackedLayout | None = None,
-        memory_layout: PackedLayout | None = None,
-    ) -> tuple[Tensor, Tensor | None, Tensor | None]:
+    ) -> Tensor:
         """One decoder layer.
 
         Args:
-            x: (B, T, D) target-side states.
-            memory: (B, S, D) encoder output (None for decoder-only).
-            self_mask: (B|1, 1, T, T_total) bool mask for self-attention, or None.
-            cross_mask: (B, 1, 1, S) source padding mask, or None.
-            self_cache, cross_cache: key/value caches for incremental decoding.
-            need_weights: return attention maps.
-            is_causal: `self_mask` is None and the plain subsequent mask applies.
-            layout, memory_layout: `x` (resp. `memory`) is packed (N, D) real tokens of that
-                padded layout (`aiayn.model.packing`); the output is then packed like `x`.
+            x: (B, T, D) target-side states (or packed (N, D)).
+            target: the masked self-attention's context.
+            source: the encoder-decoder attention's context (holds the memory); None for
+                decoder-only.
+            self_cache, cross_cache: this layer's key/value caches for incremental decoding.
 
         Returns:
-            (B, T, D) (or packed) output, self-attention map (B, H, T, T_total) or None,
-            cross-attention map (B, H, T, S) or None.
+            The same shape as x.
         """
-        self_weights = cross_weights = None
-
-        def self_attend(h: Tensor) -> Tensor:
-            nonlocal self_weights
-            out, self_weights = self.self_attention(
-                h, mask=self_mask, cache=self_cache, need_weights=need_weights, is_causal=is_causal,
-                query_layout=layout,
-            )
-            return out
-
-        def cross_attend(h: Tensor) -> Tensor:
-            nonlocal cross_weights
-            out, cross_weights = self.cross_attention(
-                h, memory, mask=cross_mask, cache=cross_cache, need_weights=need_weights,
-                query_layout=layout, memory_layout=memory_layout,
-            )
-            return out
-
-        x = self.self_attention_sublayer(x, self_attend)
+        x = self.self_attention_sublayer(x, self.self_attention, target, self_cache)
         if self.cross_attention is not None:
-            if memory is None:
-                raise ValueError("this decoder layer has cross-attention and needs `memory`")
-            x = self.cross_attention_sublayer(x, cross_attend)
-        x = self.feed_forward_sublayer(x, self.feed_forward)
-        return x, self_weights, cross_weights
+            x = self.cross_attention_sublayer(x, self.cross_attention, source, cross_cache)
+        return self.feed_forward_sublayer(x, self.feed_forward)
 
 
 class Decoder(nn.Module):
@@ -117,6 +76,7 @@ class Decoder(nn.Module):
         self.layers = nn.ModuleList(
             DecoderLayer(config, cross_attention) for _ in range(config.num_decoder_layers)
         )
+        self.has_cross_attention = cross_attention
         self.final_norm = (
             nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.norm_first else None
         )
@@ -124,34 +84,20 @@ class Decoder(nn.Module):
     def forward(
         self,
         x: Tensor,
-        memory: Tensor | None = None,
-        self_mask: Tensor | None = None,
-        cross_mask: Tensor | None = None,
+        target: AttentionContext,
+        source: AttentionContext | None = None,
         cache: DecoderCache | None = None,
-        need_weights: bool = False,
-        is_causal: bool = False,
-        layout: PackedLayout | None = None,
-        memory_layout: PackedLayout | None = None,
-    ) -> tuple[Tensor, DecoderAttention]:
-        """x: (B, T, D) embedded target prefix -> (B, T, D) states and attention maps.
+    ) -> Tensor:
+        """x: (B, T, D) embedded target prefix (or packed (N, D)) -> states, same shape.
 
-        With `layout`/`memory_layout`, x (and the output) and memory are packed (N, D).
+        `source` is the encoder-decoder attention's context (None for decoder-only); `cache`
+        a `DecoderCache`, filled in place, for step-by-step decoding.
         """
-        attention = DecoderAttention()
-        for i, layer in enumerate(self.layers):
-            x, self_weights, cross_weights = layer(
-                x, memory, self_mask, cross_mask,
-                self_cache=cache.self_attention[i] if cache is not None else None,
-                cross_cache=cache.cross_attention[i] if cache is not None else None,
-                need_weights=need_weights,
-                is_causal=is_causal,
-                layout=layout,
-                memory_layout=memory_layout,
-            )
-            if need_weights:
-                attention.self_attention.append(self_weights)
-                if cross_weights is not None:
-                    attention.cross_attention.append(cross_weights)
-        if self.final_norm is not None:
-            x = self.final_norm(x)
-        return x, attention
+        if self.has_cross_attention and (source is None or source.memory is None):
+            raise ValueError("this decoder has encoder-decoder attention and needs the encoder output")
+        no_caches = [None] * len(self.layers)
+        self_caches = cache.self_attention if cache is not None else no_caches
+        cross_caches = cache.cross_attention if cache is not None else no_caches
+        for layer, self_cache, cross_cache in zip(self.layers, self_caches, cross_caches, strict=True):
+            x = layer(x, target, source, self_cache, cross_cache)
+        return self.final_norm(x) if self.final_norm is not None else x

@@ -7,17 +7,16 @@ the target vocabulary (`tgt_vocab_size`) and `num_decoder_layers` blocks.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor, nn
 
 from aiayn.model.config import ModelConfig
+from aiayn.model.context import AttentionContext
 from aiayn.model.decoder import Decoder
 from aiayn.model.embeddings import TokenEmbedding, check_token_ids
+from aiayn.model.initialization import init_weights
 from aiayn.model.kv_cache import DecoderCache
-from aiayn.model.masks import attention_mask
 from aiayn.model.positional_encoding import positional_encoding
 from aiayn.model.pretrained import PretrainedMixin
-from aiayn.model.transformer import init_linear_weights
 
 
 class DecoderOnlyLM(PretrainedMixin, nn.Module):
@@ -35,9 +34,7 @@ class DecoderOnlyLM(PretrainedMixin, nn.Module):
         self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         if c.tie_output:
             self.output_projection.weight = self.embedding.weight
-        else:
-            nn.init.normal_(self.output_projection.weight, std=c.d_model**-0.5)
-        init_linear_weights(self, skip=(self.output_projection,))
+        init_weights(self, self.output_projection)
 
     def new_cache(self) -> DecoderCache:
         """An empty key/value cache for step-by-step generation."""
@@ -63,20 +60,13 @@ class DecoderOnlyLM(PretrainedMixin, nn.Module):
             (B, T, V) logits (or (B, T, D) hidden states).
         """
         check_token_ids(tokens, "tokens", self.config.tgt_vocab_size)
-        offset = cache.length if cache is not None else 0
-        length = tokens.size(1)
         if cache is not None and padding_mask is not None:
             raise ValueError("padding_mask is not supported together with a cache")
-        if cache is not None and length > 1:
-            mask = torch.ones(length, offset + length, dtype=torch.bool, device=tokens.device)
-            mask = mask.tril(diagonal=offset)[None, None]
-        elif cache is not None:
-            mask = None
+        if cache is not None:
+            context = AttentionContext.continuing(cache.length, tokens.size(1), tokens.device)
         else:
-            mask = attention_mask(padding_mask, causal=True, query_length=length)
-        is_causal = cache is None and padding_mask is None
-        x = self.embedding_dropout(self.positional(self.embedding(tokens), offset))
-        hidden, _ = self.decoder(
-            x, self_mask=None if is_causal else mask, cache=cache, is_causal=is_causal
-        )
+            context = AttentionContext.causal(padding_mask)
+        offset = cache.length if cache is not None else 0
+        x = self.embedding_dropout(self.positional(self.embedding(tokens), offset))  # (B, T, D)
+        hidden = self.decoder(x, context, cache=cache)
         return hidden if return_hidden else self.output_projection(hidden)

@@ -15,17 +15,14 @@ from torch import Tensor, nn
 class TokenEmbedding(nn.Module):
     """(B, T) token ids -> (B, T, d_model) vectors, scaled by sqrt(d_model).
 
-    Weights are initialised N(0, d_model^-1/2), so that scaled embeddings have unit
-    variance, which suits the shared pre-softmax projection as well (Sec. 3.4).
+    The weights are initialised in `aiayn.model.initialization`.
     """
 
     def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = 0) -> None:
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
         self.scale = math.sqrt(d_model)
-        nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
-        if pad_id is not None:
-            nn.init.zeros_(self.embedding.weight[pad_id])
+        self.pad_id = pad_id
 
     @property
     def weight(self) -> nn.Parameter:

@@ -11,13 +11,14 @@ from typing import Any
 
 from torch import Tensor, nn
 
+from aiayn.model import masks
 from aiayn.model.config import ModelConfig
+from aiayn.model.context import AttentionContext
 from aiayn.model.embeddings import TokenEmbedding, check_token_ids
 from aiayn.model.encoder import Encoder
-from aiayn.model.masks import attention_mask, padding_mask
+from aiayn.model.initialization import init_weights
 from aiayn.model.positional_encoding import positional_encoding
 from aiayn.model.pretrained import PretrainedMixin
-from aiayn.model.transformer import init_linear_weights
 
 
 class EncoderOnly(PretrainedMixin, nn.Module):
@@ -36,17 +37,18 @@ class EncoderOnly(PretrainedMixin, nn.Module):
         self.embedding_dropout = nn.Dropout(c.dropout)
         self.encoder = Encoder(c)
         self.classifier = nn.Sequential(nn.Dropout(c.dropout), nn.Linear(c.d_model, num_classes))
-        init_linear_weights(self)
+        init_weights(self)
 
     def extra_json(self) -> dict[str, Any]:
         return {"num_classes": self.num_classes}
 
-    def forward(self, tokens: Tensor, token_mask: Tensor | None = None) -> Tensor:
-        """tokens: (B, S) ids; token_mask: (B, S) bool, True at real tokens -> (B, C)."""
+    def forward(self, tokens: Tensor, padding_mask: Tensor | None = None) -> Tensor:
+        """tokens: (B, S) ids; padding_mask: (B, S) bool, True at real tokens -> (B, C) logits."""
         check_token_ids(tokens, "tokens", self.config.src_vocab_size)
-        real = padding_mask(tokens, self.config.pad_id) if token_mask is None else token_mask
-        x = self.embedding_dropout(self.positional(self.embedding(tokens)))
-        x, _ = self.encoder(x, attention_mask(real))
-        weights = real.unsqueeze(-1).to(x.dtype)  # (B, S, 1)
+        if padding_mask is None:
+            padding_mask = masks.padding_mask(tokens, self.config.pad_id)
+        x = self.embedding_dropout(self.positional(self.embedding(tokens)))  # (B, S, D)
+        x = self.encoder(x, AttentionContext.bidirectional(padding_mask))
+        weights = padding_mask.unsqueeze(-1).to(x.dtype)  # (B, S, 1)
         pooled = (x * weights).sum(1) / weights.sum(1).clamp(min=1.0)  # mean over real tokens
         return self.classifier(pooled)

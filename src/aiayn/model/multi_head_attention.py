@@ -5,14 +5,17 @@
 
 Used three ways (Sec. 3.2.3): encoder self-attention, masked decoder self-attention, and
 encoder-decoder (cross) attention, where "the queries come from the previous decoder
-layer, and the memory keys and values come from the output of the encoder".
+layer, and the memory keys and values come from the output of the encoder". Which one a
+call is, and how it is masked, is said by its `AttentionContext` (`aiayn.model.context`).
 
 The h projections W_i^Q, W_i^K, W_i^V are stored together as one (3 d_model, d_model)
 matrix `in_proj`: self-attention projects Q, K and V in one matmul; cross-attention
 projects Q from the decoder and K, V (one fused matmul) from the encoder output.
 
-In the packed training pass (`aiayn.model.packing`) the inputs are (N, D) real tokens: the
-projections run on them alone, and only the score matmuls see the padded (B, T) layout.
+Two things sit around the formula without changing it: the key/value cache of incremental
+decoding (`aiayn.model.kv_cache`) supplies earlier keys and values, and in the packed
+training pass (`aiayn.model.packing`) the projections run on the real tokens alone, padded
+to (B, T) only for the score matmuls.
 """
 
 from __future__ import annotations
@@ -21,8 +24,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.model.attention import scaled_dot_product_attention
+from aiayn.model.context import AttentionContext
 from aiayn.model.kv_cache import AttentionCache
-from aiayn.model.packing import PackedLayout
+from aiayn.model.packing import padded
 
 
 class MultiHeadAttention(nn.Module):
@@ -45,75 +49,72 @@ class MultiHeadAttention(nn.Module):
         self.in_proj = nn.Linear(d_model, 3 * d_model)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model)  # W^O
 
-    def _split_heads(self, x: Tensor, parts: int) -> list[Tensor]:
-        """(B, T, parts * D) -> `parts` tensors of (B, H, T, d_k)."""
-        batch, length, _ = x.shape
-        x = x.view(batch, length, parts, self.num_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        return list(x.unbind(0))
-
     def forward(
-        self,
-        query: Tensor,
-        memory: Tensor | None = None,
-        mask: Tensor | None = None,
-        cache: AttentionCache | None = None,
-        need_weights: bool = False,
-        is_causal: bool = False,
-        query_layout: PackedLayout | None = None,
-        memory_layout: PackedLayout | None = None,
-    ) -> tuple[Tensor, Tensor | None]:
-        """Attend from `query` to itself (self-attention) or to `memory` (cross-attention).
+        self, query: Tensor, context: AttentionContext, cache: AttentionCache | None = None
+    ) -> Tensor:
+        """Attend from `query` to itself (self-attention) or to `context.memory` (cross-attention).
 
         Args:
-            query: (B, T, D) queries (and keys/values for self-attention).
-            memory: (B, S, D) encoder output for cross-attention; None for self-attention.
-            mask: bool, broadcastable to (B, H, T, S), True where attention is allowed.
-            cache: incremental decoding. Self-attention appends this step's keys/values
-                and attends over all cached ones; cross-attention computes the memory's
-                keys/values on first use and reuses them afterwards.
-            need_weights: also return per-head attention probabilities (B, H, T, S).
-            is_causal: the mask is the plain subsequent mask (lets SDPA use its causal kernel).
-            query_layout, memory_layout: `query` (resp. `memory`) is packed, (N, D) real
-                tokens of that padded layout; the output is then packed the same way.
+            query: (B, T, D) states, or packed (N, D) when `context.query_layout` is set.
+            context: the mask, causality, memory and layouts of this pass.
+            cache: this layer's keys/values during incremental decoding, filled in place.
 
         Returns:
-            (output (B, T, D) or packed (N, D), probabilities (B, H, T, S) or None).
+            (B, T, D) (or packed (N, D)), like `query`. With `context.attention_maps` set, the
+            (B, H, T, S) attention probabilities are appended to it.
         """
-        expected = 2 if query_layout is not None else 3
-        if query.dim() != expected or query.size(-1) != self.d_model:
-            shape = "(N, " if query_layout is not None else "(B, T, "
+        self._check_query(query, context)
+        q, k, v = self.project_heads(query, context, cache)  # (B, H, T, d_k), (B, H, S, d_k) twice
+        heads, probabilities = scaled_dot_product_attention(
+            q, k, v,
+            mask=context.mask,
+            dropout=self.dropout if self.training else 0.0,
+            need_weights=context.wants_weights,
+            is_causal=context.is_causal,
+        )  # (B, H, T, d_k)
+        context.record(probabilities)
+        B, H, T, d_k = heads.size()
+        concat = heads.transpose(1, 2).reshape(B, T, H * d_k)  # Concat(head_1..head_h): (B, T, D)
+        if context.query_layout is not None:
+            concat = context.query_layout.pack(concat)  # (B, T, D) -> (N, D)
+        return self.out_proj(concat)  # W^O
+
+    def project_heads(
+        self, query: Tensor, context: AttentionContext, cache: AttentionCache | None
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Q W^Q, K W^K, V W^V split into heads: (B, H, T, d_k) queries, (B, H, S, d_k) keys, values.
+
+        Self-attention projects all three from `query` and adds this step's keys and values to
+        the cache; cross-attention projects the memory's keys and values once per cache.
+        """
+        d = self.d_model
+        if context.memory is None:  # self-attention: Q, K and V in one fused matmul
+            qkv = padded(self.in_proj(query), context.query_layout)  # (B, T, 3D)
+            q, k, v = self.split_heads(qkv, 3)
+            if cache is not None:
+                k, v = cache.append(k, v)  # (B, H, S_cached + T, d_k)
+            return q, k, v
+        q_proj = padded(F.linear(query, self.in_proj.weight[:d], self.in_proj.bias[:d]), context.query_layout)
+        (q,) = self.split_heads(q_proj, 1)  # (B, T, D) -> (B, H, T, d_k)
+        if cache is not None and cache.key is not None:
+            return q, cache.key, cache.value
+        kv = F.linear(context.memory, self.in_proj.weight[d:], self.in_proj.bias[d:])
+        k, v = self.split_heads(padded(kv, context.memory_layout), 2)  # (B, S, 2D) -> 2 x (B, H, S, d_k)
+        if cache is not None:
+            cache.key, cache.value = k, v
+        return q, k, v
+
+    def split_heads(self, x: Tensor, parts: int) -> list[Tensor]:
+        """(B, T, parts * D) -> `parts` tensors of (B, H, T, d_k)."""
+        B, T, _ = x.size()
+        x = x.view(B, T, parts, self.num_heads, self.head_dim)  # (B, T, parts, H, d_k)
+        return list(x.permute(2, 0, 3, 1, 4).unbind(0))  # parts x (B, H, T, d_k)
+
+    def _check_query(self, query: Tensor, context: AttentionContext) -> None:
+        packed = context.query_layout is not None
+        if query.dim() != (2 if packed else 3) or query.size(-1) != self.d_model:
+            shape = "(N, " if packed else "(B, T, "
             raise ValueError(
                 f"MultiHeadAttention expects query of shape {shape}{self.d_model}), "
                 f"got {tuple(query.shape)}"
             )
-
-        def padded(x: Tensor, layout: PackedLayout | None) -> Tensor:
-            return layout.unpack(x) if layout is not None else x
-
-        if memory is None:  # self-attention: one fused Q, K, V projection
-            q, k, v = self._split_heads(padded(self.in_proj(query), query_layout), 3)
-            if cache is not None:
-                k, v = cache.append(k, v)
-        else:  # cross-attention: Q from the decoder, K and V from the encoder output
-            d = self.d_model
-            q_proj = F.linear(query, self.in_proj.weight[:d], self.in_proj.bias[:d])
-            (q,) = self._split_heads(padded(q_proj, query_layout), 1)
-            if cache is not None and cache.key is not None:
-                k, v = cache.key, cache.value
-            else:
-                kv = F.linear(memory, self.in_proj.weight[d:], self.in_proj.bias[d:])
-                k, v = self._split_heads(padded(kv, memory_layout), 2)
-                if cache is not None:
-                    cache.key, cache.value = k, v
-        attended, weights = scaled_dot_product_attention(
-            q, k, v,
-            mask=mask,
-            dropout=self.dropout if self.training else 0.0,
-            need_weights=need_weights,
-            is_causal=is_causal,
-        )
-        batch, _, length, _ = attended.shape
-        attended = attended.transpose(1, 2).reshape(batch, length, self.d_model)  # Concat(heads)
-        if query_layout is not None:
-            attended = query_layout.pack(attended)
-        return self.out_proj(attended), weights

@@ -3,13 +3,13 @@
 Every layer of the Transformer but attention is position-wise: the Q/K/V and output
 projections, the feed-forward network (Sec. 3.3), LayerNorm, dropout and the residual
 additions treat each position on its own. In a padded (B, T, D) batch they also compute
-every padding position, which the loss then throws away; with Multi30k-like batches that is
-~15-20% of all positions.
+every padding position, which the loss then throws away (benchmarks/RESULTS.md has the
+share on Multi30k batches).
 
 `PackedLayout` records where the N real tokens of a padded batch sit. Between attention
 calls the training pass keeps its states *packed* as (N, D); each attention layer unpacks
 its projected queries/keys/values to (B, T, .) for the (B, H, T, S) score matmuls and packs
-its result again (`MultiHeadAttention(..., query_layout=, memory_layout=)`). The real
+its result again (the `query_layout` / `memory_layout` of an `AttentionContext`). The real
 positions get exactly the values of the padded computation; padding positions read zeros.
 """
 
@@ -56,6 +56,6 @@ class PackedLayout:
         return padded.index_copy(0, self.index, x).view(self.batch, self.length, -1)
 
 
-def packed_layout_or_none(padding_mask: Tensor | None) -> PackedLayout | None:
-    """The layout of a (B, T) padding mask; None when there is no mask (no padding to skip)."""
-    return PackedLayout.from_padding_mask(padding_mask) if padding_mask is not None else None
+def padded(x: Tensor, layout: PackedLayout | None) -> Tensor:
+    """(N, F) packed rows -> (B, T, F) with `layout`; `x` itself when there is no layout."""
+    return layout.unpack(x) if layout is not None else x

@@ -57,8 +57,7 @@ class LearnedPositionalEmbedding(nn.Module):
     def __init__(self, d_model: int, max_len: int) -> None:
         super().__init__()
         self.max_len = max_len
-        self.embedding = nn.Embedding(max_len, d_model)
-        nn.init.normal_(self.embedding.weight, mean=0.0, std=d_model**-0.5)
+        self.embedding = nn.Embedding(max_len, d_model)  # initialised in aiayn.model.initialization
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x: (B, T, d_model) -> x + P[offset : offset + T]."""

@@ -6,6 +6,10 @@ Source tokens are embedded (Sec. 3.4), positions added (Sec. 3.5), dropout appli
 (Sec. 5.4), and the encoder stack run. The decoder reads the target shifted right by one
 (`<bos>` first), attends to itself under the subsequent mask and to the encoder output, and
 a final linear projection (sharing the embedding matrix, Sec. 3.4) gives next-token logits.
+
+`forward` is the whole pass (training); `encode` and `decode` are its two halves, for
+decoding one token at a time. All three are built from the same pieces: `embed_source`,
+`embed_target`, the two stacks, and the contexts of `aiayn.model.context`.
 """
 
 from __future__ import annotations
@@ -16,23 +20,15 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.model.config import ModelConfig
+from aiayn.model.context import AttentionContext
 from aiayn.model.decoder import Decoder
 from aiayn.model.embeddings import TokenEmbedding, check_token_ids
 from aiayn.model.encoder import Encoder
+from aiayn.model.initialization import init_weights
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import attention_mask, padding_mask_or_none
-from aiayn.model.packing import packed_layout_or_none
 from aiayn.model.positional_encoding import positional_encoding
 from aiayn.model.pretrained import PretrainedMixin
-
-
-def init_linear_weights(module: nn.Module, skip: tuple[nn.Module, ...] = ()) -> None:
-    """Xavier-uniform weights and zero biases for every nn.Linear in `module` but `skip`."""
-    for sub in module.modules():
-        if isinstance(sub, nn.Linear) and not any(sub is s for s in skip):
-            nn.init.xavier_uniform_(sub.weight)
-            if sub.bias is not None:
-                nn.init.zeros_(sub.bias)
 
 
 @dataclass
@@ -74,35 +70,50 @@ class Transformer(PretrainedMixin, nn.Module):
         self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         if c.tie_output:
             self.output_projection.weight = self.tgt_embedding.weight
-        else:
-            nn.init.normal_(self.output_projection.weight, std=c.d_model**-0.5)
-        init_linear_weights(self, skip=(self.output_projection,))
+        init_weights(self, self.output_projection)
 
-    # ------------------------------------------------------------------ encoder
-    def encode(
-        self, src: Tensor, src_padding_mask: Tensor | None = None, need_weights: bool = False
+    # ------------------------------------------------------------------ the whole pass
+    def forward(
+        self,
+        src: Tensor,
+        tgt_in: Tensor,
+        src_padding_mask: Tensor | None = None,
+        tgt_padding_mask: Tensor | None = None,
+        output_mask: Tensor | None = None,
     ) -> Tensor:
-        """Run the encoder.
+        """(B, S) source ids, (B, T) shifted-right target ids -> (B, T, V) logits.
 
-        Args:
-            src: (B, S) source token ids.
-            src_padding_mask: (B, S) bool, True at real tokens; derived from pad_id if None.
-
-        Returns:
-            memory: (B, S, D) encoder output.
+        The padding masks, (B, S) and (B, T) bool and True at real tokens, are derived from
+        pad_id when not given. `output_mask` (B, T) bool selects the real target positions to
+        project to the vocabulary (the non-pad targets during training): the result is then
+        (N, V) logits for the N selected positions, in row-major order, and the pass runs
+        packed (`aiayn.model.packing`): every position-wise layer on real tokens only.
         """
-        return self._encode(src, src_padding_mask, need_weights=False)[0]
+        src_padding_mask, tgt_padding_mask = self._padding_masks(
+            src, tgt_in, src_padding_mask, tgt_padding_mask
+        )
+        packed = output_mask is not None
+        source = AttentionContext.bidirectional(src_padding_mask, packed)
+        target = AttentionContext.causal(tgt_padding_mask, packed)
+        memory = self.encoder(self.embed_source(src, source), source)
+        cross = AttentionContext.encoder_decoder(memory, source, target)
+        hidden = self.decoder(self.embed_target(tgt_in, target), target, cross)
+        if output_mask is None:
+            return self.output_projection(hidden)
+        return self.output_projection(self._select(hidden, output_mask, target))
 
-    def _encode(
-        self, src: Tensor, src_padding_mask: Tensor | None, need_weights: bool
-    ) -> tuple[Tensor, list[Tensor]]:
+    # ------------------------------------------------------------------ the two halves
+    def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> Tensor:
+        """(B, S) source ids -> (B, S, D) encoder output.
+
+        src_padding_mask: (B, S) bool, True at real tokens; derived from pad_id if None.
+        """
         check_token_ids(src, "src", self.config.src_vocab_size)
         if src_padding_mask is None:
             src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
-        x = self.embedding_dropout(self.src_positional(self.src_embedding(src)))
-        return self.encoder(x, attention_mask(src_padding_mask), need_weights)
+        source = AttentionContext.bidirectional(src_padding_mask)
+        return self.encoder(self.embed_source(src, source), source)
 
-    # ------------------------------------------------------------------ decoder
     def new_cache(self) -> DecoderCache:
         """An empty key/value cache for step-by-step `decode`."""
         return DecoderCache.empty(self.config.num_decoder_layers)
@@ -132,114 +143,77 @@ class Transformer(PretrainedMixin, nn.Module):
         Returns:
             logits: (B, T, V) (or hidden states (B, T, D)).
         """
-        hidden = self._decode(tgt_in, memory, src_padding_mask, tgt_padding_mask, cache, False)[0]
-        return hidden if return_hidden else self.output_projection(hidden)
-
-    def _decode(self, tgt_in, memory, src_padding_mask, tgt_padding_mask, cache, need_weights):
         check_token_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
         if memory.dim() != 3 or memory.size(0) != tgt_in.size(0):
             raise ValueError(
                 f"memory must be (B, S, D) with B = {tgt_in.size(0)}, got {tuple(memory.shape)}"
             )
-        offset = cache.length if cache is not None else 0
-        length = tgt_in.size(1)
-        is_causal = False
         if cache is not None:
-            # Query i (absolute position offset + i) sees cached keys and new keys up to itself.
-            self_mask = None
-            if length > 1:
-                total = offset + length
-                self_mask = torch.ones(length, total, dtype=torch.bool, device=tgt_in.device)
-                self_mask = self_mask.tril(diagonal=offset)[None, None]
+            target = AttentionContext.continuing(cache.length, tgt_in.size(1), tgt_in.device)
         else:
             if tgt_padding_mask is None:
                 tgt_padding_mask = padding_mask_or_none(tgt_in, self.config.pad_id)
-            is_causal = tgt_padding_mask is None
-            self_mask = None if is_causal else attention_mask(tgt_padding_mask, causal=True)
-        x = self.embedding_dropout(self.tgt_positional(self.tgt_embedding(tgt_in), offset))
-        return self.decoder(
-            x, memory,
-            self_mask=self_mask,
-            cross_mask=attention_mask(src_padding_mask),
-            cache=cache,
-            need_weights=need_weights,
-            is_causal=is_causal,
-        )
-
-    # ------------------------------------------------------------------ full pass
-    def forward(
-        self,
-        src: Tensor,
-        tgt_in: Tensor,
-        src_padding_mask: Tensor | None = None,
-        tgt_padding_mask: Tensor | None = None,
-        output_mask: Tensor | None = None,
-    ) -> Tensor:
-        """(B, S) source ids, (B, T) shifted-right target ids -> (B, T, V) logits.
-
-        `output_mask` (B, T) bool selects the real target positions to project to the
-        vocabulary (the non-pad targets during training): the result is then (N, V) logits
-        for the N selected positions, in row-major order. This is the training pass: it runs
-        packed (`aiayn.model.packing`), every position-wise layer on real tokens only, and
-        the output projection on the selected positions only.
-        """
-        if src.dim() == 2 and tgt_in.dim() == 2 and src.size(0) != tgt_in.size(0):
-            raise ValueError(
-                f"src and tgt_in must have the same batch size, got {tuple(src.shape)} "
-                f"and {tuple(tgt_in.shape)}"
-            )
-        if src_padding_mask is None:  # check the ids before deriving a mask from them
-            check_token_ids(src, "src", self.config.src_vocab_size)
-            src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
-        if output_mask is None:
-            return self.decode(tgt_in, self.encode(src, src_padding_mask), src_padding_mask, tgt_padding_mask)
-        return self._packed_logits(src, tgt_in, src_padding_mask, tgt_padding_mask, output_mask)
-
-    def _packed_logits(
-        self,
-        src: Tensor,
-        tgt_in: Tensor,
-        src_padding_mask: Tensor | None,
-        tgt_padding_mask: Tensor | None,
-        output_mask: Tensor,
-    ) -> Tensor:
-        """`forward` with an `output_mask`: (N, V) logits, states packed between attentions."""
-        check_token_ids(src, "src", self.config.src_vocab_size)
-        check_token_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
-        if tgt_padding_mask is None:
-            tgt_padding_mask = padding_mask_or_none(tgt_in, self.config.pad_id)
-        src_layout = packed_layout_or_none(src_padding_mask)
-        tgt_layout = packed_layout_or_none(tgt_padding_mask)
-
-        def embed(ids, embedding, positional, layout):
-            x = positional(embedding(ids))  # (B, T, D)
-            return self.embedding_dropout(layout.pack(x) if layout is not None else x)
-
-        x = embed(src, self.src_embedding, self.src_positional, src_layout)
-        memory, _ = self.encoder(x, attention_mask(src_padding_mask), layout=src_layout)
-        y = embed(tgt_in, self.tgt_embedding, self.tgt_positional, tgt_layout)
-        hidden, _ = self.decoder(
-            y, memory,
-            self_mask=attention_mask(tgt_padding_mask, causal=True) if tgt_layout is not None else None,
-            cross_mask=attention_mask(src_padding_mask),
-            is_causal=tgt_layout is None,
-            layout=tgt_layout,
-            memory_layout=src_layout,
-        )
-        if tgt_layout is None:
-            return self.output_projection(hidden[output_mask])
-        if bool((output_mask & ~tgt_padding_mask).any()):
-            raise ValueError("output_mask selects padding positions of tgt_in; select real tokens only")
-        selected = output_mask[tgt_padding_mask]  # (N_tgt,) over the packed rows
-        if not bool(selected.all()):
-            hidden = hidden[selected]
-        return self.output_projection(hidden)
+            target = AttentionContext.causal(tgt_padding_mask)
+        cross = AttentionContext(mask=attention_mask(src_padding_mask), memory=memory)
+        offset = cache.length if cache is not None else 0
+        hidden = self.decoder(self.embed_target(tgt_in, target, offset), target, cross, cache)
+        return hidden if return_hidden else self.output_projection(hidden)
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> AttentionMaps:
         """Attention probabilities of every layer and head for one (source, target) pass."""
+        src_padding_mask, tgt_padding_mask = self._padding_masks(src, tgt_in, None, None)
+        maps = AttentionMaps([], [], [])
+        source = AttentionContext.bidirectional(src_padding_mask, attention_maps=maps.encoder)
+        target = AttentionContext.causal(tgt_padding_mask, attention_maps=maps.decoder)
+        memory = self.encoder(self.embed_source(src, source), source)
+        cross = AttentionContext.encoder_decoder(memory, source, target, attention_maps=maps.cross)
+        self.decoder(self.embed_target(tgt_in, target), target, cross)
+        return maps
+
+    # ------------------------------------------------------------------ pieces
+    def embed_source(self, src: Tensor, context: AttentionContext) -> Tensor:
+        """(B, S) ids -> dropout(embedding * sqrt(d_model) + positions) (Sec. 3.4, 3.5, 5.4).
+
+        (B, S, D), or packed (N, D) when `context` is packed.
+        """
+        x = self.src_positional(self.src_embedding(src))  # (B, S, D)
+        if context.query_layout is not None:
+            x = context.query_layout.pack(x)  # (B, S, D) -> (N, D)
+        return self.embedding_dropout(x)
+
+    def embed_target(self, tgt_in: Tensor, context: AttentionContext, offset: int = 0) -> Tensor:
+        """(B, T) ids at positions offset.. -> (B, T, D) (or packed (N, D)), as `embed_source`."""
+        x = self.tgt_positional(self.tgt_embedding(tgt_in), offset)  # (B, T, D)
+        if context.query_layout is not None:
+            x = context.query_layout.pack(x)  # (B, T, D) -> (N, D)
+        return self.embedding_dropout(x)
+
+    def _padding_masks(
+        self, src: Tensor, tgt_in: Tensor, src_padding_mask: Tensor | None, tgt_padding_mask: Tensor | None
+    ) -> tuple[Tensor | None, Tensor | None]:
+        """Check the ids once; the (B, S) and (B, T) padding masks, None where nothing is padded."""
         check_token_ids(src, "src", self.config.src_vocab_size)
-        src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
-        memory, encoder_maps = self._encode(src, src_padding_mask, need_weights=True)
-        _, decoder_maps = self._decode(tgt_in, memory, src_padding_mask, None, None, True)
-        return AttentionMaps(encoder_maps, decoder_maps.self_attention, decoder_maps.cross_attention)
+        check_token_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
+        if src.size(0) != tgt_in.size(0):
+            raise ValueError(
+                f"src and tgt_in must have the same batch size, got {tuple(src.shape)} "
+                f"and {tuple(tgt_in.shape)}"
+            )
+        if src_padding_mask is None:
+            src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
+        if tgt_padding_mask is None:
+            tgt_padding_mask = padding_mask_or_none(tgt_in, self.config.pad_id)
+        return src_padding_mask, tgt_padding_mask
+
+    @staticmethod
+    def _select(hidden: Tensor, output_mask: Tensor, target: AttentionContext) -> Tensor:
+        """The (N, D) states of the positions `output_mask` (B, T) selects, row-major."""
+        layout = target.query_layout
+        if layout is None:  # no target padding: hidden is (B, T, D)
+            return hidden[output_mask]
+        selected = output_mask.reshape(-1).index_select(0, layout.index)  # (N_tgt,) over packed rows
+        num_selected = int(selected.sum())
+        if num_selected != int(output_mask.sum()):
+            raise ValueError("output_mask selects padding positions of tgt_in; select real tokens only")
+        return hidden if num_selected == layout.num_tokens else hidden[selected]

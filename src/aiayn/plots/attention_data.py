@@ -21,8 +21,8 @@ import numpy as np
 import torch
 
 from aiayn.data.special_tokens import BOS_ID, EOS_ID
-from aiayn.decoding.common import eval_mode
 from aiayn.errors import ConfigError
+from aiayn.eval_mode import eval_mode
 from aiayn.translator import Translator
 
 KINDS = ("encoder", "decoder", "cross")

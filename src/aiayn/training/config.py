@@ -8,6 +8,7 @@ a dotted path (`--set train.max_steps=200`, the value parsed as YAML).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import types
 import typing
 from dataclasses import dataclass, field
@@ -17,6 +18,8 @@ from typing import Any
 import yaml
 
 from aiayn.errors import ConfigError
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -29,6 +32,10 @@ class DataConfig:
     `aiayn.lm`); `aiayn classify` uses 'brackets' or 'tsv' (`train_tsv`, `valid_tsv`,
     `valid_fraction`; see `aiayn.classify`). A relative `text_file`/`*_tsv`/`*_src`/`*_tgt` path
     that does not exist under the working directory is looked up under the data root.
+
+    `max_sentence_tokens` bounds one example in tokens: translation drops pairs with a longer
+    source or target, the classifier cuts longer texts (and it is the length limit of the
+    brackets task). It is not `model.max_len`, the length of the positional table.
     """
 
     task: str = "dates"
@@ -48,7 +55,7 @@ class DataConfig:
     tokenizer: str = "bpe"
     vocab_size: int = 8000
     joint_vocab: bool = True
-    max_len: int = 128
+    max_sentence_tokens: int = 128
     text_file: str | None = None
     block_size: int = 256
     stride: int | None = None
@@ -139,10 +146,36 @@ class RunConfig:
 CHOICES = {
     ("train", "schedule"): ("noam", "inverse_sqrt", "cosine", "constant"),
     ("train", "precision"): ("auto", "fp32", "bf16"),
-    ("train", "validation_metric"): ("loss", "bleu"),
     ("train", "dist_backend"): ("auto", "gloo", "nccl"),
     ("data", "tokenizer"): ("bpe", "char", "byte_bpe"),
 }
+# `train.validation_metric` is checked against the task's metrics (`aiayn.training.task`).
+
+DEPRECATED_KEYS = {("data", "max_len"): "max_sentence_tokens"}
+"""Old spellings of renamed keys, (section, old key) -> new key: still read, with a warning."""
+
+
+def _current_key(section: str, key: str) -> str:
+    """`key`, or its new name when it is a deprecated spelling (logging a warning)."""
+    new = DEPRECATED_KEYS.get((section, key))
+    if new is None:
+        return key
+    log.warning("config key %s.%s is deprecated; it is now called %s.%s", section, key, section, new)
+    return new
+
+
+def _rename_deprecated(data: dict[str, Any], section: str) -> dict[str, Any]:
+    """`data` (one section) with deprecated keys under their new names; both given is an error."""
+    renamed: dict[str, Any] = {}
+    for key, value in data.items():
+        current = _current_key(section, key) if isinstance(key, str) else key
+        if current != key and current in data:
+            raise ConfigError(
+                f"{section}.{key} and {section}.{current} are the same setting ({section}.{key} is "
+                f"its deprecated name); give only {section}.{current}"
+            )
+        renamed[current] = value
+    return renamed
 
 
 def _check_type(where: str, value: Any, annotation: Any) -> Any:
@@ -177,6 +210,7 @@ def _build(cls: type, data: Any, where: str) -> Any:
     if not isinstance(data, dict):
         raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
     _check_keys(data, where or "config")
+    data = _rename_deprecated(data, where)
     hints = typing.get_type_hints(cls)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
@@ -246,7 +280,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
     for section, value in (data or {}).items():
         if value is not None and not isinstance(value, dict):
             raise ConfigError(f"section {section!r} must be a mapping of keys to values, got {value!r}")
-    data = {k: dict(v or {}) for k, v in (data or {}).items()}
+    data = {k: _rename_deprecated(dict(v or {}), k) for k, v in (data or {}).items()}
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"--set expects section.key=value, got {item!r}")
@@ -254,7 +288,7 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parts = path.strip().split(".")
         if len(parts) != 2:
             raise ConfigError(f"--set expects a dotted path section.key, got {path!r}")
-        section, key = parts
+        section, key = parts[0], _current_key(*parts)
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError as error:

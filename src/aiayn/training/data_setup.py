@@ -60,14 +60,16 @@ def read_splits(config: DataConfig) -> dict[str, tuple[Pairs, str]]:
     raise ConfigError(f"data.task must be one of {', '.join(TASKS)}, multi30k, files; got {config.task!r}")
 
 
-def encode_split(pairs: Pairs, origin: str, tokenizers: TokenizerPair, max_len: int) -> ParallelDataset:
+def encode_split(
+    pairs: Pairs, origin: str, tokenizers: TokenizerPair, max_sentence_tokens: int
+) -> ParallelDataset:
     """Encode pairs, dropping (and logging the count of) empty and over-long pairs."""
     pairs, stats = filter_pairs(pairs, None, origin)  # empty lines
     if stats.empty:
         log.warning(stats.describe())
     src = tokenizers.source.encode_batch([s for s, _ in pairs])
     tgt = tokenizers.target.encode_batch([t for _, t in pairs])
-    kept, stats = filter_pairs(list(zip(src, tgt, strict=True)), max_len, origin)
+    kept, stats = filter_pairs(list(zip(src, tgt, strict=True)), max_sentence_tokens, origin)
     if stats.empty or stats.too_long:
         log.warning(stats.describe())
     return ParallelDataset([s for s, _ in kept], [t for _, t in kept])
@@ -88,12 +90,12 @@ def prepare_data(config: DataConfig, tokenizers: TokenizerPair | None = None) ->
             config.vocab_size,
             joint=config.joint_vocab,
         )
-    train = encode_split(train_pairs, train_origin, tokenizers, config.max_len)
+    train = encode_split(train_pairs, train_origin, tokenizers, config.max_sentence_tokens)
     valid = None
     valid_pairs: Pairs = []
     if "valid" in splits:
         valid_pairs, valid_origin = splits["valid"]
-        valid = encode_split(valid_pairs, valid_origin, tokenizers, config.max_len)
+        valid = encode_split(valid_pairs, valid_origin, tokenizers, config.max_sentence_tokens)
         valid_pairs = [(s, t) for s, t in valid_pairs if s.strip() and t.strip()]
     test_pairs = splits["test"][0] if "test" in splits else []
     log.info(

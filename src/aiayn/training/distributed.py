@@ -11,7 +11,7 @@ What the Trainer does with it (see `aiayn.training.trainer`):
 
 * each rank trains on `cuda:LOCAL_RANK` (on GPUs) with the model wrapped in DDP; the raw
   model stays available (`trainer.model`, `ddp.module`) for saving and evaluation;
-* each rank reads its own disjoint share of every epoch's batches (`ParallelDataset.batches`
+* each rank reads its own disjoint share of every epoch's batches (`BatchedDataset.batches`
   with `rank`/`world_size`), the same number per rank;
 * the loss of a step is divided by the *global* number of target tokens (summed over ranks)
   and multiplied by the world size, because DDP averages gradients over ranks: the gradients
@@ -20,12 +20,12 @@ What the Trainer does with it (see `aiayn.training.trainer`):
   a barrier, and rank 0's decision to stop (budget, early stopping) is broadcast so that all
   ranks stop at the same step.
 
-A run function (`run_training`, or another task's) wires it up by: opening
-`distributed_session(cfg.device, cfg.dist_backend)` around the run (the CLI does); writing
-files only on `dist.is_main` (run directory, tokenizer, results); giving every rank the same
-tokenizer (`broadcast_object` of rank 0's); passing `dist=` to the `Trainer`. Its training
-data's `batches(...)` must accept `rank=`/`world_size=` and give every rank equally many
-batches (see `aiayn.data.batching.shard`).
+The run skeleton (`aiayn.training.run`) wires it up for every task: `train_in_session` opens
+`distributed_session(cfg.device, cfg.dist_backend)` around the run; `run_task` writes files
+only on `dist.is_main` (run directory, tokenizer, results), gives every rank the same
+tokenizer (`broadcast_object` of rank 0's) and passes `dist=` to the `Trainer`. A task's
+data is a `BatchedDataset` (`aiayn.data.batching`), which gives every rank equally many
+batches (see `shard`).
 """
 
 from __future__ import annotations

@@ -11,16 +11,15 @@ one-hot matrix.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.data.batching import Batch
+from aiayn.data.batching import Batch, BatchedDataset
 from aiayn.data.special_tokens import PAD_ID
+from aiayn.eval_mode import eval_mode
 from aiayn.training.device import autocast
+from aiayn.training.task import BatchT, LossFn
 
 
 def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float = 0.1, pad_id: int = 0) -> Tensor:
@@ -44,10 +43,6 @@ def label_smoothed_nll(logits: Tensor, labels: Tensor, smoothing: float = 0.1, p
     )
 
 
-LossFn = Callable[[nn.Module, Any, float], tuple[torch.Tensor, int]]
-"""`loss_fn(model, batch, smoothing) -> (summed loss, number of target tokens)`."""
-
-
 def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[torch.Tensor, int]:
     """Summed label-smoothed loss of a translation batch; logits only at non-pad targets."""
     keep = batch.labels != PAD_ID
@@ -55,23 +50,20 @@ def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[
     return label_smoothed_nll(logits, batch.labels[keep], smoothing), batch.num_tgt_tokens
 
 
-@torch.no_grad()
 def validation_loss(
     model: nn.Module,
-    dataset: Any,
+    dataset: BatchedDataset[BatchT],
     batch_tokens: int,
     device: torch.device,
     precision: str,
-    loss_fn: LossFn = translation_loss,
+    loss_fn: LossFn[BatchT],
 ) -> float:
-    """Mean negative log-likelihood per target token (no label smoothing) over `dataset`."""
-    was_training = model.training
-    model.eval()
+    """Mean negative log-likelihood per prediction (no label smoothing) over `dataset`."""
     total, tokens = 0.0, 0
-    for batch in dataset.batches(batch_tokens, shuffle=False):
-        with autocast(precision, device):
-            loss, num_tokens = loss_fn(model, batch.to(device), 0.0)
-        total += float(loss)
-        tokens += num_tokens
-    model.train(was_training)
+    with eval_mode(model):
+        for batch in dataset.batches(batch_tokens, shuffle=False):
+            with autocast(precision, device):
+                loss, num_tokens = loss_fn(model, batch.to(device), 0.0)
+            total += float(loss)
+            tokens += num_tokens
     return total / max(tokens, 1)

@@ -113,11 +113,3 @@ def log_to_file(run_dir: Path, enabled: bool = True) -> Iterator[None]:
     finally:
         logger.removeHandler(handler)
         handler.close()
-
-
-def attach_log_file(run_dir: Path) -> logging.Handler:
-    """Write aiayn's log messages to `RUN_DIR/train.log` from now on (see `log_to_file`)."""
-    handler = logging.FileHandler(Path(run_dir) / "train.log", encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger("aiayn").addHandler(handler)
-    return handler

@@ -1,15 +1,20 @@
-"""The training loop: batches -> label-smoothed loss -> Adam with warmup -> checkpoints.
+"""The training loop: batches -> loss -> Adam with warmup -> checkpoints.
 
 One optimisation step (Sec. 5): the token-budget batches of one step (several with gradient
-accumulation) go through the model; the summed label-smoothed loss is divided by the number
-of target tokens of the whole step; gradients are clipped; Adam (beta1 0.9, beta2 0.98,
-eps 1e-9, Sec. 5.3) updates the weights at the scheduled learning rate. Every
-`eval_every` steps the validation loss (and BLEU, for translation) is measured, the best
-model is written to the run directory's root and a checkpoint is saved.
+accumulation) go through the model; the summed (label-smoothed) loss is divided by the number
+of predictions of the whole step; gradients are clipped; Adam (beta1 0.9, beta2 0.98,
+eps 1e-9, Sec. 5.3) updates the weights at the scheduled learning rate. Every `eval_every`
+steps the validation loss and the task's own metrics (BLEU, accuracy, ...) are measured, the
+best model by `train.validation_metric` is written to the run directory's root and a
+checkpoint is saved.
+
+The Trainer knows no task: its data is any `BatchedDataset` (`aiayn.data.batching`), its loss
+a `LossFn` over its batches, and whether a metric is better higher or lower is the
+`Metric`'s to say.
 
 Under torchrun (a `DistContext` from `aiayn.training.distributed`), each rank trains on its
 own share of the batches through a DDP-wrapped model; the step's loss is normalised by the
-target tokens of all ranks, so the update is that of one process on the union batch. Rank 0
+predictions of all ranks, so the update is that of one process on the union batch. Rank 0
 alone validates and writes; its stop decisions are broadcast to every rank.
 A time-following schedule uses rank 0's clock on every rank (see `aiayn.training.schedule`).
 """
@@ -20,15 +25,16 @@ import logging
 import math
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, Generic
 
 import torch
 from torch import nn
 
-from aiayn.data.batching import Batch, ParallelDataset
+from aiayn.data.batching import BatchedDataset
 from aiayn.errors import TrainingError
 from aiayn.files import atomic_write_text
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
@@ -48,11 +54,12 @@ from aiayn.training.distributed import (
     rng_state,
     wrap_model,
 )
-from aiayn.training.loss import LossFn, translation_loss, validation_loss
+from aiayn.training.loss import validation_loss
 from aiayn.training.precision import choose_precision
 from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import train_learning_rate
 from aiayn.training.state import StopRequested, TrainState, out_of_budget
+from aiayn.training.task import BatchT, Evaluate, LossFn, Metric, SaveExtra, find_metric
 
 log = logging.getLogger(__name__)
 
@@ -60,67 +67,70 @@ log = logging.getLogger(__name__)
 __all__ = ["StopRequested", "TrainState", "Trainer"]
 
 
-class Trainer:
+class Trainer(Generic[BatchT]):
     """Trains a model on prepared data into a run directory (see `aiayn.training.checkpoint`).
 
     Args:
-        config: the resolved run configuration.
-        model: the model to train (a `Transformer`, or any model with the same call).
-        train_data: the encoded training set.
-        valid_data: the encoded validation set (or None).
+        config: the resolved run configuration (`self.config`; the loop reads `config.train`).
+        model: the model to train (`save_pretrained` and a `config.d_model` are all it needs
+            besides its forward pass, which only `loss_fn` calls).
+        train_data: the training set.
+        valid_data: the validation set (or None).
         run_dir: where the best model, checkpoints and metrics go.
-        loss_fn: how a batch becomes a summed loss (default: translation).
-        evaluate: optional callback `evaluate(model) -> dict` of extra validation metrics
-            (e.g. BLEU), called at every validation.
-        save_extra: optional callback `save_extra(directory)` writing files that belong with
-            every saved model (e.g. the tokenizer).
-        is_main: this process writes logs and files (rank 0 under torchrun).
-        command: the CLI command that resumes this run, for the message after an interrupt.
+        loss_fn: how a batch becomes a summed loss and its number of predictions.
+        evaluate: validation metrics besides the loss (e.g. BLEU), at every validation.
+        metrics: the metrics `evaluate` reports, with their direction; `train.validation_metric`
+            must name one of them or `loss`/`ppl`.
+        save_extra: writes the files that belong with every saved model (e.g. the tokenizer).
         dist: this process's place under torchrun (see `aiayn.training.distributed`); None
-            for a single process. `self.model` stays the raw model; forward passes of
-            training go through `self.ddp_model` (the DDP wrapper when distributed).
+            for a single process. Rank 0 alone writes. `self.model` stays the raw model;
+            forward passes of training go through `self.ddp_model` (the DDP wrapper when
+            distributed).
+        command: the CLI command that resumes this run, for the message after an interrupt.
     """
 
     def __init__(
         self,
         config: RunConfig,
         model: nn.Module,
-        train_data: ParallelDataset,
-        valid_data: ParallelDataset | None,
+        train_data: BatchedDataset[BatchT] | None,
+        valid_data: BatchedDataset[BatchT] | None,
         run_dir: Path,
-        loss_fn: LossFn = translation_loss,
-        evaluate: Any = None,
-        save_extra: Any = None,
-        is_main: bool = True,
+        *,
+        loss_fn: LossFn[BatchT],
+        evaluate: Evaluate | None = None,
+        metrics: Sequence[Metric] = (),
+        save_extra: SaveExtra | None = None,
         dist: DistContext | None = None,
         command: str = "aiayn train",
     ) -> None:
         self.config = config
-        self.cfg = config.train
+        train = config.train
+        self.selection = find_metric(train.validation_metric, tuple(metrics))
         self.run_dir = Path(run_dir)
         self.dist = dist or DistContext()
-        self.device = rank_device(select_device(self.cfg.device), self.dist)
-        self.precision = resolve_precision(self.cfg.precision, self.device)
+        self.device = rank_device(select_device(train.device), self.dist)
+        self.precision = resolve_precision(train.precision, self.device)
         self.model = model.to(self.device)
         self.train_data = train_data
         self.valid_data = valid_data
         self.loss_fn = loss_fn
         self.evaluate = evaluate
         self.save_extra = save_extra
-        self.is_main = is_main and self.dist.is_main
+        self.is_main = self.dist.is_main
         self.ddp_model = wrap_model(self.model, self.device, self.dist)
         if self.dist.world_size > 1:
-            torch.manual_seed(self.cfg.seed + self.dist.rank)  # different dropout on each rank
+            torch.manual_seed(train.seed + self.dist.rank)  # different dropout on each rank
         self.state = TrainState(world_size=self.dist.world_size)
         self.last_step_tokens = 0
         self.schedule_elapsed_s = 0.0  # training time at the current step, as rank 0 measured it
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=0.0,
-            betas=(self.cfg.adam_beta1, self.cfg.adam_beta2),
-            eps=self.cfg.adam_eps,
-            weight_decay=self.cfg.weight_decay,
-            fused=self.device.type in ("cpu", "cuda"),  # one kernel for all parameters (measured 2x)
+            betas=(train.adam_beta1, train.adam_beta2),
+            eps=train.adam_eps,
+            weight_decay=train.weight_decay,
+            fused=self.device.type in ("cpu", "cuda"),  # one kernel for all parameters
         )
         self.command = command
         self.stop_signal: int | None = None
@@ -137,7 +147,7 @@ class Trainer:
         restore_weights(self.model, latest)
         self.optimizer.load_state_dict(state["optimizer"])
         self.state = TrainState(**state["train_state"])
-        restore_rng(state, self.dist, seed=self.cfg.seed + self.dist.world_size * self.state.step)
+        restore_rng(state, self.dist, seed=self.config.train.seed + self.dist.world_size * self.state.step)
         if self.state.world_size != self.dist.world_size:
             log.warning(
                 "checkpoint written by %d process(es), resuming with %d: data position converted",
@@ -167,26 +177,29 @@ class Trainer:
         state = self._checkpoint_state()
         if self.dist.world_size > 1:
             state["rng_ranks"] = rng_ranks
-        path = save_checkpoint(self.run_dir, self.state.step, self.model, state, self.cfg.keep_checkpoints)
+        keep = self.config.train.keep_checkpoints
+        path = save_checkpoint(self.run_dir, self.state.step, self.model, state, keep)
         if self.save_extra is not None:
             self.save_extra(path)
         return path
 
     # -------------------------------------------------------------- data
-    def _batches(self) -> Iterator[Batch]:
+    def _batches(self) -> Iterator[BatchT]:
         """Training batches from the saved data position on, epoch after epoch."""
         # Under torchrun each rank reads its share (equal counts, or the ranks would desync).
-        ranks = self.dist.world_size
-        shard = {"rank": self.dist.rank, "world_size": ranks} if ranks > 1 else {}
-        while self.cfg.max_epochs is None or self.state.epoch < self.cfg.max_epochs:
+        if self.train_data is None:
+            raise TrainingError("this Trainer was built without training data")
+        train = self.config.train
+        while train.max_epochs is None or self.state.epoch < train.max_epochs:
             from_start = self.state.batch_in_epoch == 0
             for batch in self.train_data.batches(
-                self.cfg.batch_tokens,
+                train.batch_tokens,
                 shuffle=True,
-                seed=self.cfg.seed,
+                seed=train.seed,
                 epoch=self.state.epoch,
                 start=self.state.batch_in_epoch,
-                **shard,
+                rank=self.dist.rank,
+                world_size=self.dist.world_size,
             ):
                 self.state.batch_in_epoch += 1
                 yield batch
@@ -201,19 +214,20 @@ class Trainer:
     # -------------------------------------------------------------- one step
     def learning_rate(self, step: int) -> float:
         """The rate for 1-based `step`, at the training time `schedule_elapsed_s`."""
-        return train_learning_rate(self.cfg, self.model.config.d_model, step, self.schedule_elapsed_s)
+        d_model = self.model.config.d_model
+        return train_learning_rate(self.config.train, d_model, step, self.schedule_elapsed_s)
 
-    def accumulate_gradients(self, batches: list[Batch]) -> tuple[float, int]:
+    def accumulate_gradients(self, batches: list[BatchT]) -> tuple[float, int]:
         """Forward and backward passes over this rank's micro-batches of one step.
 
-        The summed loss is divided by the step's target tokens over all ranks, times the world
-        size (DDP averages gradients over ranks), so the gradients are those of one process on
-        the union of every rank's batches. Gradients are all-reduced only in the backward pass
-        of the last micro-batch (`no_sync` before). Returns (loss sum, target tokens), both
-        summed over all ranks.
+        The summed loss is divided by the step's predictions (`num_targets`) over all ranks,
+        times the world size (DDP averages gradients over ranks), so the gradients are those of
+        one process on the union of every rank's batches. Gradients are all-reduced only in the
+        backward pass of the last micro-batch (`no_sync` before). Returns (loss sum,
+        predictions), both summed over all ranks.
         """
         self.ddp_model.train()
-        local_tokens = sum(b.num_tgt_tokens for b in batches)
+        local_tokens = sum(b.num_targets for b in batches)
         (global_tokens,) = all_reduce_sum([local_tokens], self.dist, self.device)
         divisor = global_tokens / self.dist.world_size  # == local_tokens for one process
         total = 0.0
@@ -221,22 +235,22 @@ class Trainer:
             batch = batch.to(self.device, non_blocking=True)
             with no_sync(self.ddp_model, skip=i < len(batches) - 1):
                 with autocast(self.precision, self.device):
-                    loss, _ = self.loss_fn(self.ddp_model, batch, self.cfg.label_smoothing)
+                    loss, _ = self.loss_fn(self.ddp_model, batch, self.config.train.label_smoothing)
                 (loss / divisor).backward()
             total += float(loss.detach())
         (total,) = all_reduce_sum([total], self.dist, self.device)
         return total, round(global_tokens)
 
-    def train_step(self, batches: list[Batch]) -> float | None:
-        """One optimizer update over `batches` (this rank's share); returns the loss per target
-        token (over all ranks), or None when the step was skipped because the loss or the
+    def train_step(self, batches: list[BatchT]) -> float | None:
+        """One optimizer update over `batches` (this rank's share); returns the loss per
+        prediction (over all ranks), or None when the step was skipped because the loss or the
         gradients were not finite (the same decision on every rank)."""
         total, num_tokens = self.accumulate_gradients(batches)
         self.last_step_tokens = num_tokens
         lr = self.learning_rate(self.state.step + 1)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-        max_norm = self.cfg.clip_grad_norm or float("inf")
+        max_norm = self.config.train.clip_grad_norm or float("inf")
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
         if not (math.isfinite(total) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
@@ -249,10 +263,10 @@ class Trainer:
                 self.state.skipped_steps,
                 self.consecutive_bad_steps,
             )
-            if self.consecutive_bad_steps >= self.cfg.max_bad_steps:
+            if self.consecutive_bad_steps >= self.config.train.max_bad_steps:
                 raise TrainingError(
                     f"{self.consecutive_bad_steps} consecutive steps had a non-finite loss or "
-                    f"gradient (train.max_bad_steps={self.cfg.max_bad_steps}); lower the learning "
+                    f"gradient (train.max_bad_steps={self.config.train.max_bad_steps}); lower the learning "
                     "rate or check the data"
                 )
             return None
@@ -265,29 +279,29 @@ class Trainer:
 
     # -------------------------------------------------------------- validation
     def validate(self) -> dict[str, float]:
-        """Validation loss/perplexity (+ callback metrics); updates the best model."""
+        """Validation loss/perplexity (+ `evaluate`'s metrics); updates the best model."""
         record: dict[str, float] = {}
         if self.valid_data is not None and len(self.valid_data):
             loss = validation_loss(
-                self.model, self.valid_data, self.cfg.batch_tokens, self.device, self.precision, self.loss_fn
+                self.model,
+                self.valid_data,
+                self.config.train.batch_tokens,
+                self.device,
+                self.precision,
+                self.loss_fn,
             )
             record = {"loss": loss, "ppl": math.exp(min(loss, 50.0))}
         if self.evaluate is not None:
             record |= self.evaluate(self.model)
-        metric_name = self.cfg.validation_metric
-        if metric_name in record:
-            value = record[metric_name]
-            better = self.state.best_metric is None or (
-                value > self.state.best_metric if metric_name == "bleu" else value < self.state.best_metric
-            )
-            if better:
-                self.state.best_metric, self.state.best_step = value, self.state.step
-                self.state.evals_without_improvement = 0
-                self.save_best()
-            else:
-                self.state.evals_without_improvement += 1
-        else:
+        value = record.get(self.selection.name)
+        if value is None:
             self.save_best()  # nothing to compare: the latest model is the one to keep
+        elif self.selection.improves(value, self.state.best_metric):
+            self.state.best_metric, self.state.best_step = value, self.state.step
+            self.state.evals_without_improvement = 0
+            self.save_best()
+        else:
+            self.state.evals_without_improvement += 1
         return record
 
     def save_best(self) -> None:
@@ -301,7 +315,7 @@ class Trainer:
         """`out_of_budget` as decided by rank 0 (clocks differ between ranks), for all ranks.
         Also sets `schedule_elapsed_s` to rank 0's training time so far, on every rank."""
         elapsed = self.state.elapsed_s + time.perf_counter() - started
-        reason = out_of_budget(self.cfg, self.state, elapsed) if self.dist.is_main else None
+        reason = out_of_budget(self.config.train, self.state, elapsed) if self.dist.is_main else None
         if self.dist.enabled:  # a sum over rank 0's values and zeros: rank 0's values everywhere
             mine = [float(reason is not None), elapsed] if self.dist.is_main else [0.0, 0.0]
             stop, elapsed = all_reduce_sum(mine, self.dist, self.device)
@@ -316,17 +330,18 @@ class Trainer:
             self.stop_signal = signum or None
         return self.stop_signal is not None
 
-    def _on_signal(self, signum: int, _frame: Any) -> None:
+    def _on_signal(self, signum: int, _frame: FrameType | None) -> None:
         self.stop_signal = signum
 
     def fit(self, resume: bool = False) -> TrainState:
         """Train until a budget runs out; returns the final state."""
         from tqdm.auto import tqdm
 
+        train = self.config.train
         if resume:
             self.resume()
         self.precision = self.state.precision = choose_precision(
-            self.cfg, self.state.precision, self.model, self.train_data, self.loss_fn, self.device, self.dist
+            train, self.state.precision, self.model, self.train_data, self.loss_fn, self.device, self.dist
         )
         self.metrics = MetricsLog(self.run_dir, self.state.step if resume else None, enabled=self.is_main)
         if self.is_main:
@@ -335,15 +350,15 @@ class Trainer:
             "effective batch: %d process(es) x %d micro-batch(es) of up to %d tokens "
             "(train.batch_tokens) = up to %d padded tokens per step",
             self.dist.world_size,
-            self.cfg.accumulate,
-            self.cfg.batch_tokens,
-            self.dist.world_size * self.cfg.accumulate * self.cfg.batch_tokens,
+            train.accumulate,
+            train.batch_tokens,
+            self.dist.world_size * train.accumulate * train.batch_tokens,
         )
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         bar = tqdm(
-            total=self.cfg.max_steps,
+            total=train.max_steps,
             initial=self.state.step,
-            disable=not (self.cfg.progress_bar and self.is_main),
+            disable=not (train.progress_bar and self.is_main),
             unit="step",
             dynamic_ncols=True,
         )
@@ -352,9 +367,9 @@ class Trainer:
         batches = self._batches()
         try:
             while (reason := self._stop_reason(started)) is None:
-                group = [b for _, b in zip(range(self.cfg.accumulate), batches, strict=False)]
+                group = [b for _, b in zip(range(train.accumulate), batches, strict=False)]
                 if not group:
-                    reason = f"reached train.max_epochs={self.cfg.max_epochs}"
+                    reason = f"reached train.max_epochs={train.max_epochs}"
                     break
                 loss = self.train_step(group)
                 if loss is None:
@@ -362,16 +377,16 @@ class Trainer:
                 bar.update(1)
                 window_tokens += self.last_step_tokens  # over all ranks
                 step, last_loss = self.state.step, loss
-                if step % self.cfg.log_every == 0 or step == 1:
+                if step % train.log_every == 0 or step == 1:
                     self._log_train(loss, window_tokens, window_start, started, bar)
                     window_tokens, window_start, last_loss = 0, time.perf_counter(), None
-                if step % self.cfg.eval_every == 0:
+                if step % train.eval_every == 0:
                     self._validate_and_save(started)
                 if self._stop_requested():
                     raise StopRequested
             if last_loss is not None:  # the last step had no row yet: log its (final) learning rate
                 self._log_train(last_loss, window_tokens, window_start, started, bar)
-            if self.state.step % self.cfg.eval_every != 0 or self.state.step == 0:
+            if self.state.step % train.eval_every != 0 or self.state.step == 0:
                 self._validate_and_save(started)
             log.info("training stopped: %s", reason)
         except StopRequested:
@@ -394,7 +409,9 @@ class Trainer:
         self.state.elapsed_s += time.perf_counter() - started
         return self.state
 
-    def _log_train(self, loss: float, window_tokens: int, window_start: float, started: float, bar: Any) -> None:
+    def _log_train(
+        self, loss: float, window_tokens: int, window_start: float, started: float, bar: Any
+    ) -> None:
         """One `train` row of metrics.jsonl for the step just taken."""
         now = time.perf_counter()
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)

@@ -1,0 +1,116 @@
+"""`aiayn train`: the translation task of the run skeleton (see `aiayn.training.run`).
+
+Sentence pairs (a built-in task, Multi30k or your files; `aiayn.training.data_setup`) ->
+source and target tokenizers -> the encoder-decoder `Transformer` -> label-smoothed loss over
+target tokens (Sec. 5.4). Validation adds BLEU and exact match (greedy, or `train.bleu_beam`)
+on up to `train.bleu_max_sentences` validation pairs; at the end the best model translates
+the test split with beam search (`train.test_beam`, `train.test_alpha`), and `results.json`
+holds its BLEU, chrF and exact match with a few examples.
+"""
+
+from __future__ import annotations
+
+from operator import attrgetter
+from typing import Any
+
+from torch import nn
+
+from aiayn.data.tokenizer import TokenizerPair
+from aiayn.evaluation.translation import evaluate_translation
+from aiayn.model import ModelConfig, Transformer
+from aiayn.training.config import RunConfig
+from aiayn.training.data_setup import PreparedData, prepare_data
+from aiayn.training.loss import translation_loss
+from aiayn.training.state import TrainState
+from aiayn.training.task import Metric, Task, preset_config
+from aiayn.translator import Translator
+
+BLEU = Metric("bleu", higher_is_better=True)
+EXACT_MATCH = Metric("exact_match", higher_is_better=True)
+NUM_EXAMPLES = 8  # test translations shown in results.json
+
+
+def build_model_config(config: RunConfig, tokenizers: TokenizerPair) -> ModelConfig:
+    """The preset named in the config, with vocabulary sizes from the tokenizers."""
+    if tokenizers.is_joint:  # one vocabulary: shared embeddings and tied output (Sec. 3.4)
+        vocab = {"vocab_size": tokenizers.source.vocab_size}
+    else:
+        vocab = {
+            "src_vocab_size": tokenizers.source.vocab_size,
+            "tgt_vocab_size": tokenizers.target.vocab_size,
+        }
+    defaults = {
+        "max_len": max(256, config.data.max_sentence_tokens + 2),  # + <bos>/<eos>
+        "extra": {"task": config.data.task},
+    }
+    return preset_config(config, fixed=vocab, defaults=defaults)
+
+
+def translation_metrics(
+    model: Transformer,
+    tokenizers: TokenizerPair,
+    pairs: list[tuple[str, str]],
+    beam: int,
+    alpha: float = 0.6,
+) -> dict[str, Any]:
+    """Translate the sources of `pairs`; BLEU, chrF and exact match against the targets."""
+    references = [t for _, t in pairs]
+    evaluation = evaluate_translation(
+        Translator(model, tokenizers), [s for s, _ in pairs], references, beam=beam, alpha=alpha
+    )
+    matches = sum(h == r for h, r in zip(evaluation.hypotheses, references, strict=True))
+    return evaluation.to_dict() | {
+        "signature": evaluation.bleu.signature,
+        "exact_match": 100.0 * matches / max(len(pairs), 1),
+        "hypotheses": evaluation.hypotheses,
+    }
+
+
+def build_translation_model(config: RunConfig, data: PreparedData) -> Transformer:
+    """A fresh encoder-decoder for the data's vocabularies."""
+    return Transformer(build_model_config(config, data.tokenizers))
+
+
+def translation_validation_metrics(
+    model: nn.Module, config: RunConfig, data: PreparedData
+) -> dict[str, float]:
+    """BLEU and exact match on up to `train.bleu_max_sentences` validation pairs."""
+    pairs = data.valid_pairs[: config.train.bleu_max_sentences]
+    if not pairs:
+        return {}
+    metrics = translation_metrics(model, data.tokenizers, pairs, beam=config.train.bleu_beam)
+    return {"bleu": metrics["bleu"], "exact_match": metrics["exact_match"]}
+
+
+def translation_test_results(
+    best: nn.Module, config: RunConfig, data: PreparedData, state: TrainState
+) -> dict[str, Any]:
+    """The best model on the test split (beam search): scores and a few examples."""
+    if not data.test_pairs:
+        return {}
+    metrics = translation_metrics(
+        best,
+        data.tokenizers,
+        data.test_pairs[: config.train.test_max_sentences],
+        beam=config.train.test_beam,
+        alpha=config.train.test_alpha,
+    )
+    hypotheses = metrics.pop("hypotheses")
+    shown = zip(data.test_pairs[:NUM_EXAMPLES], hypotheses[:NUM_EXAMPLES], strict=False)
+    examples = [{"source": s, "reference": r, "output": h} for (s, r), h in shown]
+    return {"test": metrics, "examples": examples}
+
+
+TRANSLATION_TASK: Task[TokenizerPair, PreparedData] = Task(
+    prepare_data=prepare_data,
+    tokenizer=attrgetter("tokenizers"),
+    load_tokenizer=TokenizerPair.load,
+    save_tokenizer=TokenizerPair.save,
+    build_model=build_translation_model,
+    loss=translation_loss,
+    metrics=(BLEU, EXACT_MATCH),
+    validation_metrics=translation_validation_metrics,
+    final_results=translation_test_results,
+    command="aiayn train",
+)
+"""Sentence pairs -> `Transformer`; validated by loss, BLEU and exact match."""
