@@ -100,7 +100,7 @@ def measure_precision(
     device: torch.device,
     *,
     rounds: int = 3,
-    budget_s: float = 10.0,
+    budget_s: float = 5.0,
     timer: Timer = time.perf_counter,
 ) -> str:
     """'fp32' or 'bf16' for training `model` on `device`, measured (see the module docstring).

@@ -6,7 +6,7 @@ model, classifier; see `aiayn.training.task`):
 
 1. check the config for the task (and that `train.validation_metric` is one it reports);
 2. prepare the run directory (rank 0) and copy aiayn's log to its `train.log` (rank 0);
-3. set the thread count and the seed;
+3. set the thread count, the seed and the process's memory settings (`aiayn.training.memory`);
 4. prepare the data: rank 0 trains the tokenizer and sends it to the other ranks (on
    `--resume` every rank reads it from the run directory), and saves it at the root;
 5. build the model and train it with the `Trainer` (which writes checkpoints, metrics and
@@ -31,6 +31,7 @@ from aiayn.files import atomic_write_text
 from aiayn.model.pretrained import load_model
 from aiayn.training.config import RunConfig
 from aiayn.training.distributed import DistContext, broadcast_object, distributed_session
+from aiayn.training.memory import release_free_memory, tune_for_training
 from aiayn.training.run_dir import log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
@@ -83,6 +84,7 @@ def _train_and_report(
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
+    tune_for_training()
     data = shared_data(task, config, run_dir, resume, dist)
     tokenizer = task.tokenizer(data)
 
@@ -109,6 +111,7 @@ def _train_and_report(
         command=task.command,
     )
     state = trainer.fit(resume=resume)
+    release_free_memory()  # the training step's heap, before the final evaluation's
     results = summary(state, task.target_unit) | {
         "params": params,
         "precision": trainer.precision,  # what train.precision 'auto' chose, or the one set
