@@ -21,7 +21,8 @@ the measurements, on the Multi30k recipe):
 
 `tune_for_training` does both; `aiayn.training.run.run_task` calls it before any data or model
 exists, and `release_free_memory` once training is over: the heap's free pages go back to the
-system before the final evaluation (beam search) makes its own, differently shaped demands.
+system and the thresholds come down near glibc's own, before the final evaluation (beam search,
+whose caches grow step by step) makes its own, differently shaped demands.
 Variables the user set already (ONEDNN_PRIMITIVE_CACHE_CAPACITY, LRU_CACHE_CAPACITY,
 MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) are left alone; so are C libraries other than
 glibc (musl, macOS).
@@ -42,6 +43,7 @@ M_MMAP_THRESHOLD = -3
 
 MMAP_THRESHOLD_BYTES = 1 << 30  # blocks up to 1 GiB come from the heap and are reused
 TRIM_THRESHOLD_BYTES = 1 << 30  # the heap's free top is given back only above 1 GiB
+AFTER_TRAINING_MMAP_THRESHOLD_BYTES = 32 << 20  # glibc's own ceiling for its adaptive threshold
 ONEDNN_CACHE_CAPACITY = 64  # primitives per cache: every shape of a fixed-shape model fits
 
 
@@ -87,10 +89,18 @@ def _glibc() -> ctypes.CDLL | None:
 
 
 def release_free_memory() -> bool:
-    """Give the free pages of glibc's heaps back to the system (`malloc_trim(0)`); whether
-    anything was released (False off glibc)."""
+    """Once training is over: back to thresholds near glibc's own (blocks over 32 MiB mapped
+    apart, a free top over 64 MiB trimmed), and the free pages of the heaps given back to the
+    system (`malloc_trim(0)`). Whether that was done (False off glibc)."""
     libc = _glibc()
-    return bool(libc is not None and libc.malloc_trim(0))
+    if libc is None:
+        return False
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        libc.mallopt(M_MMAP_THRESHOLD, AFTER_TRAINING_MMAP_THRESHOLD_BYTES)
+    if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        libc.mallopt(M_TRIM_THRESHOLD, 2 * AFTER_TRAINING_MMAP_THRESHOLD_BYTES)
+    libc.malloc_trim(0)
+    return True
 
 
 def tune_for_training() -> None:
