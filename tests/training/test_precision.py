@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from aiayn.data.batching import make_batch
+from aiayn.data.special_tokens import TRAINED_SPECIALS
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training import device as device_module
 from aiayn.training import precision as precision_module
@@ -78,8 +79,8 @@ def tiny_model_and_batches() -> tuple[Transformer, list]:
     torch.manual_seed(0)
     model = Transformer(ModelConfig.preset("tiny", vocab_size=20, max_len=32, dropout=0.1))
     batches = [
-        make_batch([[5, 6, 7, 8]] * 3, [[9, 10, 11]] * 3),
-        make_batch([[5, 6]] * 4, [[7, 8, 9, 10]] * 4),
+        make_batch([[5, 6, 7, 8]] * 3, [[9, 10, 11]] * 3, specials=TRAINED_SPECIALS),
+        make_batch([[5, 6]] * 4, [[7, 8, 9, 10]] * 4, specials=TRAINED_SPECIALS),
     ]
     return model, batches
 
