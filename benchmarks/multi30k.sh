@@ -10,6 +10,9 @@
 # Options after MINUTES go to `aiayn train` (e.g. `--set model.preset=tiny`); TEST_LINES=N
 # evaluates only the first N validation and test sentences (the quick version in the test suite
 # uses both); SKIP_TRAIN=1 redoes only the selection and evaluation of an existing $RUN.
+# Besides the scores, the JSON records cpu_model, the precision `train.precision: auto` chose,
+# final_lr, and the training process's peak_rss_gb and sys_time_fraction (system CPU time over
+# user + system), measured by benchmarks/process_watch.py ($RUN/train_process.json has the samples).
 #
 # Model selection uses the validation set only: the best checkpoint (by validation BLEU) and the
 # average of the last 5 checkpoints are each decoded on `val` with beam 4 at every length
@@ -33,9 +36,11 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 mkdir -p "$OUT" "$(dirname "$RUN")"
 
 if [[ -z "${SKIP_TRAIN:-}" ]]; then
-  "$AIAYN" train "$CONFIG" --out "$RUN" --overwrite \
+  # process_watch.py records the training process's peak RSS and user/system CPU time.
+  "$PY" benchmarks/process_watch.py --json "$RUN.train_process.json" -- "$AIAYN" train "$CONFIG" --out "$RUN" --overwrite \
     --set data.src_lang="$SRC" --set data.tgt_lang="$TGT" --set train.max_minutes="$MINUTES" \
     --set train.progress_bar=false "$@"
+  mv "$RUN.train_process.json" "$RUN/train_process.json"
   "$AIAYN" average "$RUN" --last 5 --out "$RUN/averaged"
 fi
 
@@ -76,6 +81,9 @@ from pathlib import Path
 import sacrebleu
 run, src, tgt, out, command, alpha = Path(sys.argv[1]), *sys.argv[2:]
 results = json.loads((run / "results.json").read_text())
+process = json.loads((run / "train_process.json").read_text())["totals"]
+cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
+cpu_model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "")
 paths = sorted((run / "selection").glob("*_alpha*.json"))
 selection = {p.stem: json.loads(p.read_text())["bleu"] for p in paths}
 chosen = max(selection, key=selection.get).split("_alpha")[0]  # by validation BLEU only
@@ -93,6 +101,10 @@ figures = {
     "bleu_best_checkpoint": evals["best"]["bleu"], "bleu_averaged": evals["averaged"]["bleu"],
     "train_minutes": results["train_minutes"], "train_tokens_per_s": results["tokens_per_s"],
     "steps": results["steps"], "params": results["params"],
+    "cpu_model": cpu_model, "precision": results["precision"], "final_lr": results["final_lr"],
+    "peak_rss_gb": process["peak_rss_gb"], "sys_time_fraction": process["sys_time_fraction"],
+    "train_cpu_s": {"user": process["user_s"], "system": process["sys_s"]},
+    "load_average_end_of_training": process["load_average_end"],
     "decode_sentences_per_s": evals[chosen]["sentences_per_second"],
     "test_sentences": len(srcs),
     "command": command,

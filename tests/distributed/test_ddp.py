@@ -27,6 +27,7 @@ from aiayn.training.distributed import (
 )
 
 WORKER = Path(__file__).with_name("ddp_worker.py")
+CLOCK_WORKER = Path(__file__).with_name("clock_worker.py")
 TORCHRUN_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
 
 
@@ -99,13 +100,12 @@ def test_data_position_converts_between_world_sizes():
 
 
 # ------------------------------------------------------------------ two processes
-def test_gradients_and_sgd_steps_equal_single_process_on_union_batch(tmp_path):
-    """Two ranks (started the way torchrun starts them) train through the real Trainer; each
-    also runs a single-process Trainer on the union of both ranks' micro-batches."""
+def run_two_ranks(worker: Path, out: Path) -> None:
+    """`worker OUT` as ranks 0 and 1 of a process group (started the way torchrun starts them)."""
     port = str(free_port())
     workers = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(tmp_path)],
+            [sys.executable, str(worker), str(out)],
             env=clean_env(
                 RANK=str(rank),
                 WORLD_SIZE="2",
@@ -125,6 +125,12 @@ def test_gradients_and_sgd_steps_equal_single_process_on_union_batch(tmp_path):
         for w in workers:
             w.kill()
     assert [w.returncode for w in workers] == [0, 0], "\n".join(o[-3000:] for o in outputs)
+
+
+def test_gradients_and_sgd_steps_equal_single_process_on_union_batch(tmp_path):
+    """Two ranks train through the real Trainer; each also runs a single-process Trainer on
+    the union of both ranks' micro-batches."""
+    run_two_ranks(WORKER, tmp_path)
     reports = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
     for report in reports:
         assert report["backend"] == "gloo" and report["world_size"] == 2
@@ -141,6 +147,15 @@ def test_gradients_and_sgd_steps_equal_single_process_on_union_batch(tmp_path):
         assert max(report["loss_diff"]) < 1e-5
         assert report["steps"] == 5
 
+
+def test_time_following_schedule_uses_rank_0_clock_on_every_rank(tmp_path):
+    """The ranks' clocks disagree (30 s vs 5 s of a 60 s budget): both use rank 0's, so the
+    learning rate is the same everywhere (and DDP keeps the replicas equal)."""
+    run_two_ranks(CLOCK_WORKER, tmp_path)
+    reports = [json.loads((tmp_path / f"clock_rank_{r}.json").read_text()) for r in range(2)]
+    assert [r["elapsed_s"] for r in reports] == [30.0, 30.0]
+    assert reports[0]["lr"] == reports[1]["lr"]
+    assert reports[0]["stop"] is None and reports[1]["stop"] is None
 
 TINY = {
     "data": {
@@ -172,6 +187,7 @@ TINY = {
 def metric_steps(run_dir: Path, split: str) -> list[int]:
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     return [r["step"] for r in map(json.loads, lines) if r["split"] == split]
+
 
 
 @pytest.fixture(scope="module")

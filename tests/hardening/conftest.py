@@ -60,6 +60,7 @@ def tiny_train_config(**train) -> dict:
             "progress_bar": False,
             "bleu_max_sentences": 2,
             "threads": 1,
+            "precision": "fp32",  # 'auto' times both at start-up and may choose differently run to run
         }
         | train,
     }

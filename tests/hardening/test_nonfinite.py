@@ -106,10 +106,10 @@ def test_consecutive_bad_steps_stop_training_with_a_clear_error(tmp_path):
 
 
 def test_cli_reports_non_finite_training_without_traceback(tmp_path, monkeypatch, capsys):
-    def nan_loss(logits, labels, smoothing, pad_id):
-        return logits.float().sum() * float("nan")
+    def nan_loss(hidden, weight, labels, smoothing):
+        return (hidden.float().sum() + weight.sum()) * float("nan")
 
-    monkeypatch.setattr(loss_module, "label_smoothed_nll", nan_loss)
+    monkeypatch.setattr(loss_module, "projected_label_smoothed_nll", nan_loss)
     config = write_config(tmp_path / "config.yaml", max_bad_steps=4)
     code = main(["train", str(config), "--out", str(tmp_path / "run")])
     err = capsys.readouterr().err
@@ -120,18 +120,18 @@ def test_cli_reports_non_finite_training_without_traceback(tmp_path, monkeypatch
 
 
 def test_cli_run_with_a_few_bad_steps_reports_them(tmp_path, monkeypatch, capsys):
-    real = loss_module.label_smoothed_nll
+    real = loss_module.projected_label_smoothed_nll
     calls = {"n": 0}
 
-    def sometimes_nan(logits, labels, smoothing, pad_id):
-        loss = real(logits, labels, smoothing, pad_id)
+    def sometimes_nan(hidden, weight, labels, smoothing):
+        loss = real(hidden, weight, labels, smoothing)
         if smoothing > 0:  # training (validation uses no smoothing)
             calls["n"] += 1
             if calls["n"] in (3, 7):
                 return loss * float("nan")
         return loss
 
-    monkeypatch.setattr(loss_module, "label_smoothed_nll", sometimes_nan)
+    monkeypatch.setattr(loss_module, "projected_label_smoothed_nll", sometimes_nan)
     config = write_config(tmp_path / "config.yaml", max_steps=10)
     assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 0
     results = json.loads((tmp_path / "run" / "results.json").read_text())

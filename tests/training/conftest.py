@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
 from aiayn.training.config import config_from_dict
 
@@ -32,9 +33,20 @@ def tiny_config(**train) -> dict:
             "bleu_max_sentences": 10,
             "test_beam": 1,
             "threads": 1,
+            "precision": "fp32",  # 'auto' measures, and may choose differently run to run
         }
         | train,
     }
+
+
+@pytest.fixture
+def one_thread():
+    """One intra-op thread, as train.threads=1 gives `aiayn train` (a tiny model gains nothing from
+    a second, which stalls on a busy core); for tests that drive a `Trainer` directly."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
 
 
 @pytest.fixture

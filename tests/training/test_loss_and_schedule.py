@@ -2,8 +2,10 @@ import math
 
 import pytest
 import torch
+import torch.nn.functional as F
 
-from aiayn.training.loss import label_smoothed_nll
+from aiayn.training import loss as loss_module
+from aiayn.training.loss import label_smoothed_nll, projected_label_smoothed_nll
 from aiayn.training.schedule import learning_rate, noam_lr
 
 
@@ -49,3 +51,44 @@ def test_alternative_schedules():
     assert learning_rate(100, "cosine", **kwargs) == pytest.approx(0.0, abs=1e-12)
     with pytest.raises(ValueError, match="unknown schedule"):
         learning_rate(1, "linear", **kwargs)
+
+
+@pytest.mark.parametrize("rows_per_slice", [1, 3, 100])
+def test_projected_loss_equals_the_loss_of_the_whole_logits(monkeypatch, rows_per_slice):
+    monkeypatch.setattr(loss_module, "LOGITS_PER_SLICE", 11 * rows_per_slice)  # vocabulary 11
+    torch.manual_seed(0)
+    hidden = torch.randn(7, 5, requires_grad=True)
+    weight = torch.randn(11, 5, requires_grad=True)
+    labels = torch.tensor([1, 4, 0, 10, 2, 2, 7])
+    expected = label_smoothed_nll(hidden @ weight.t(), labels, 0.1, pad_id=-1)
+    expected.backward()
+    expected_grads = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad = weight.grad = None
+    loss = projected_label_smoothed_nll(hidden, weight, labels, 0.1)
+    (2.5 * loss).backward()  # the gradients worked out in the forward pass are scaled here
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-5)
+    assert torch.allclose(hidden.grad, 2.5 * expected_grads[0], atol=1e-5)
+    assert torch.allclose(weight.grad, 2.5 * expected_grads[1], atol=1e-5)
+
+
+def test_projected_loss_under_bf16_autocast_and_without_gradients():
+    torch.manual_seed(0)
+    hidden = torch.randn(6, 8, requires_grad=True)
+    weight = torch.randn(13, 8, requires_grad=True)
+    labels = torch.randint(0, 13, (6,))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        expected = label_smoothed_nll(F.linear(hidden, weight), labels, 0.1, pad_id=-1)
+        loss = projected_label_smoothed_nll(hidden, weight, labels, 0.1)
+    assert loss.dtype == torch.float32
+    assert float(loss.detach()) == pytest.approx(float(expected.detach()), rel=1e-3)
+    expected.backward()
+    grads = hidden.grad.clone(), weight.grad.clone()
+    hidden.grad = weight.grad = None
+    loss.backward()
+    assert hidden.grad.dtype == weight.grad.dtype == torch.float32
+    assert torch.allclose(hidden.grad, grads[0], rtol=0.02, atol=0.02)
+    assert torch.allclose(weight.grad, grads[1], rtol=0.02, atol=0.02)
+    with torch.no_grad():  # validation: the loss alone
+        assert float(projected_label_smoothed_nll(hidden, weight, labels, 0.0)) == pytest.approx(
+            float(label_smoothed_nll(hidden @ weight.t(), labels, 0.0, pad_id=-1)), rel=1e-5
+        )

@@ -52,6 +52,13 @@ def test_quick_multi30k_pipeline_writes_the_results_json(tmp_path):
         assert key in figures, key
     assert figures["signature"].startswith("nrefs:1|case:mixed") and "tok:13a" in figures["signature"]
     assert figures["steps"] == 200 and figures["test_sentences"] == 50 and len(figures["samples"]) == 10
+    # What the machine was and did: CPU, chosen precision, the final learning rate (the cosine
+    # schedule's minimum at max_steps), the training process's peak memory and system-time share.
+    assert figures["cpu_model"] and figures["precision"] in ("fp32", "bf16")
+    assert figures["final_lr"] == pytest.approx(2e-5)  # configs/multi30k_de_en.yaml: min_lr
+    assert 0.2 < figures["peak_rss_gb"] < 16 and 0.0 <= figures["sys_time_fraction"] < 1.0
+    process = json.loads((tmp_path / "run" / "train_process.json").read_text())
+    assert process["totals"]["peak_rss_gb"] == figures["peak_rss_gb"] and process["samples"]
     assert figures["command"].startswith("benchmarks/multi30k.sh de en 5 --set model.preset=tiny")
     # The model and length penalty are chosen on validation BLEU, never on the test set.
     selection = figures["val_bleu_by_model_and_alpha"]

@@ -80,6 +80,7 @@ class Transformer(PretrainedMixin, nn.Module):
         src_padding_mask: Tensor | None = None,
         tgt_padding_mask: Tensor | None = None,
         output_mask: Tensor | None = None,
+        return_hidden: bool = False,
     ) -> Tensor:
         """(B, S) source ids, (B, T) shifted-right target ids -> (B, T, V) logits.
 
@@ -88,6 +89,8 @@ class Transformer(PretrainedMixin, nn.Module):
         project to the vocabulary (the non-pad targets during training): the result is then
         (N, V) logits for the N selected positions, in row-major order, and the pass runs
         packed (`aiayn.model.packing`): every position-wise layer on real tokens only.
+        With `return_hidden` the final decoder states, (B, T, D) or (N, D), come back instead
+        of logits (a loss can then project them itself, a slice at a time).
         """
         src_padding_mask, tgt_padding_mask = self._padding_masks(
             src, tgt_in, src_padding_mask, tgt_padding_mask
@@ -98,9 +101,9 @@ class Transformer(PretrainedMixin, nn.Module):
         memory = self.encoder(self.embed_source(src, source), source)
         cross = AttentionContext.encoder_decoder(memory, source, target)
         hidden = self.decoder(self.embed_target(tgt_in, target), target, cross)
-        if output_mask is None:
-            return self.output_projection(hidden)
-        return self.output_projection(self._select(hidden, output_mask, target))
+        if output_mask is not None:
+            hidden = self._select(hidden, output_mask, target)
+        return hidden if return_hidden else self.output_projection(hidden)
 
     # ------------------------------------------------------------------ the two halves
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> Tensor:

@@ -86,11 +86,20 @@ class ModelSection:
 
 @dataclass
 class TrainConfig:
-    """Optimisation, budgets, validation and checkpointing."""
+    """Optimisation, budgets, validation and checkpointing.
+
+    With `max_minutes` set and `schedule_follows_budget` (the default), the learning-rate decay
+    follows the clock as well as the steps, progress = max(step / max_steps, elapsed / budget),
+    so that it ends inside the budget on a slow machine too (`aiayn.training.schedule`); the
+    learning rate then depends on wall-clock time, and runs are no longer bit-reproducible
+    (see `aiayn.training.trainer`). `precision: auto` measures fp32 against bf16 at start-up
+    (`aiayn.training.precision`).
+    """
 
     max_steps: int | None = None
     max_epochs: int | None = None
     max_minutes: float | None = None
+    schedule_follows_budget: bool = True
     batch_tokens: int = 4096
     accumulate: int = 1
     schedule: str = "noam"

@@ -1,8 +1,9 @@
 """Device and precision selection.
 
-`precision='auto'` uses bf16 autocast where the hardware runs bf16 fast (CUDA GPUs with
-bf16 support, and CPUs with AVX-512 BF16 or AMX), fp32 otherwise. Weights and optimizer
-state stay fp32 ("master weights"); only the matmuls run in bf16.
+Precision 'bf16' runs the matmuls under bf16 autocast; weights and optimizer state stay fp32
+("master weights"). `precision='auto'` is decided by measurement when training starts
+(`aiayn.training.precision`): bf16 is timed against fp32 only where the hardware has bf16
+instructions at all (`bf16_worth_measuring`); until then, and everywhere else, 'auto' is fp32.
 """
 
 from __future__ import annotations
@@ -25,22 +26,35 @@ def select_device(name: str = "auto") -> torch.device:
     return device
 
 
-def cpu_has_fast_bf16() -> bool:
-    """True when /proc/cpuinfo lists AVX-512 BF16 or AMX-BF16."""
+# /proc/cpuinfo flags of bf16 arithmetic: x86 AVX-512 BF16, AMX, AVX-NE-CONVERT; Arm's BF16.
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "avx_ne_convert", "bf16"})
+
+
+def cpu_has_bf16_instructions() -> bool:
+    """True when /proc/cpuinfo lists a bf16 instruction set (see `BF16_CPU_FLAGS`).
+
+    Without one, bf16 autocast is emulated and never faster than fp32. With one it may still
+    be slower (on some AVX-512 BF16 Xeons our training step is), which is why 'auto' measures
+    instead of trusting this.
+    """
     try:
-        flags = Path("/proc/cpuinfo").read_text()
+        cpuinfo = Path("/proc/cpuinfo").read_text()
     except OSError:
         return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    return not BF16_CPU_FLAGS.isdisjoint(cpuinfo.split())
+
+
+def bf16_worth_measuring(device: torch.device) -> bool:
+    """Whether bf16 autocast could beat fp32 on `device`: a CUDA GPU with bf16 support, or a
+    CPU with bf16 instructions."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    return device.type == "cpu" and cpu_has_bf16_instructions()
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """'auto' -> 'bf16' or 'fp32' for `device`; 'fp32'/'bf16' pass through."""
-    if precision != "auto":
-        return precision
-    if device.type == "cuda":
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "bf16" if device.type == "cpu" and cpu_has_fast_bf16() else "fp32"
+    """'fp32'/'bf16' pass through; 'auto' is 'fp32' until `aiayn.training.precision` measures."""
+    return "fp32" if precision == "auto" else precision
 
 
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:

@@ -7,7 +7,7 @@ model, classifier; see `aiayn.training.task`):
 1. check the config for the task (and that `train.validation_metric` is one it reports);
 2. prepare the run directory and take its lock, held until the run ends (rank 0; see
    `aiayn.training.run_lock`), and copy aiayn's log to its `train.log` (rank 0);
-3. set the thread count and the seed;
+3. set the thread count, the seed and the process's memory settings (`aiayn.training.memory`);
 4. prepare the data: rank 0 trains or loads the tokenizer (`data.tokenizer`, see
    `aiayn.data.tokenizer_spec`) and sends it to the other ranks (on
    `--resume` every rank reads it from the run directory), and saves it at the root;
@@ -37,6 +37,7 @@ from aiayn.model.pretrained import load_model
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.distributed import DistContext, broadcast_object, distributed_session
+from aiayn.training.memory import release_free_memory, tune_for_training
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
@@ -107,6 +108,7 @@ def _train_and_report(
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
+    tune_for_training()
     data = shared_data(task, config, run_dir, resume, dist)
     tokenizer = task.tokenizer(data)
 
@@ -135,7 +137,12 @@ def _train_and_report(
         command=task.command,
     )
     state = trainer.fit(resume=resume)
-    results = summary(state, task.target_unit) | {"params": params}
+    release_free_memory()  # the training step's heap, before the final evaluation's
+    results = summary(state, task.target_unit) | {
+        "params": params,
+        "precision": trainer.precision,  # what train.precision 'auto' chose, or the one set
+        "final_lr": trainer.optimizer.param_groups[0]["lr"],  # the rate of the last step
+    }
     if dist.is_main:
         if task.final_results is not None:
             best = load_model(run_dir, device=trainer.device)

@@ -26,6 +26,7 @@ class TrainState:
     evals_without_improvement: int = 0
     skipped_steps: int = 0
     world_size: int = 1  # processes the data position `batch_in_epoch` counts for
+    precision: str = ""  # what `train.precision: auto` measured; a resumed run keeps it
 
 
 class StopRequested(Exception):

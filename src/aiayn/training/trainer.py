@@ -16,6 +16,7 @@ Under torchrun (a `DistContext` from `aiayn.training.distributed`), each rank tr
 own share of the batches through a DDP-wrapped model; the step's loss is normalised by the
 predictions of all ranks, so the update is that of one process on the union batch. Rank 0
 alone validates and writes; its stop decisions are broadcast to every rank.
+A time-following schedule uses rank 0's clock on every rank (see `aiayn.training.schedule`).
 """
 
 from __future__ import annotations
@@ -54,8 +55,9 @@ from aiayn.training.distributed import (
     wrap_model,
 )
 from aiayn.training.loss import validation_loss
+from aiayn.training.precision import choose_precision
 from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
-from aiayn.training.schedule import learning_rate
+from aiayn.training.schedule import train_learning_rate
 from aiayn.training.state import StopRequested, TrainState, out_of_budget
 from aiayn.training.task import BatchT, Evaluate, LossFn, Metric, SaveExtra, find_metric
 
@@ -121,6 +123,7 @@ class Trainer(Generic[BatchT]):
             torch.manual_seed(train.seed + self.dist.rank)  # different dropout on each rank
         self.state = TrainState(world_size=self.dist.world_size)
         self.last_step_tokens = 0
+        self.schedule_elapsed_s = 0.0  # training time at the current step, as rank 0 measured it
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=0.0,
@@ -210,17 +213,9 @@ class Trainer(Generic[BatchT]):
 
     # -------------------------------------------------------------- one step
     def learning_rate(self, step: int) -> float:
-        train = self.config.train
-        return learning_rate(
-            step,
-            train.schedule,
-            d_model=self.model.config.d_model,
-            warmup=train.warmup,
-            scale=train.lr_scale,
-            lr=train.lr,
-            min_lr=train.min_lr,
-            total_steps=train.max_steps,
-        )
+        """The rate for 1-based `step`, at the training time `schedule_elapsed_s`."""
+        d_model = self.model.config.d_model
+        return train_learning_rate(self.config.train, d_model, step, self.schedule_elapsed_s)
 
     def accumulate_gradients(self, batches: list[BatchT]) -> tuple[float, int]:
         """Forward and backward passes over this rank's micro-batches of one step.
@@ -317,12 +312,15 @@ class Trainer(Generic[BatchT]):
 
     # -------------------------------------------------------------- the loop
     def _stop_reason(self, started: float) -> str | None:
-        """`out_of_budget` as decided by rank 0 (clocks differ between ranks), for all ranks."""
+        """`out_of_budget` as decided by rank 0 (clocks differ between ranks), for all ranks.
+        Also sets `schedule_elapsed_s` to rank 0's training time so far, on every rank."""
         elapsed = self.state.elapsed_s + time.perf_counter() - started
         reason = out_of_budget(self.config.train, self.state, elapsed) if self.dist.is_main else None
-        if self.dist.enabled:
-            (stop,) = all_reduce_max([int(reason is not None)], self.dist, self.device)
+        if self.dist.enabled:  # a sum over rank 0's values and zeros: rank 0's values everywhere
+            mine = [float(reason is not None), elapsed] if self.dist.is_main else [0.0, 0.0]
+            stop, elapsed = all_reduce_sum(mine, self.dist, self.device)
             reason = reason or ("stopped by rank 0" if stop else None)
+        self.schedule_elapsed_s = elapsed
         return reason
 
     def _stop_requested(self) -> bool:
@@ -342,6 +340,9 @@ class Trainer(Generic[BatchT]):
         train = self.config.train
         if resume:
             self.resume()
+        self.precision = self.state.precision = choose_precision(
+            train, self.state.precision, self.model, self.train_data, self.loss_fn, self.device, self.dist
+        )
         self.metrics = MetricsLog(self.run_dir, self.state.step if resume else None, enabled=self.is_main)
         if self.is_main:
             atomic_write_text(self.run_dir / CONFIG_FILE, self.config.to_yaml())
@@ -362,7 +363,7 @@ class Trainer(Generic[BatchT]):
             dynamic_ncols=True,
         )
         started = time.perf_counter()
-        window_tokens, window_start, reason = 0, time.perf_counter(), None
+        window_tokens, window_start, reason, last_loss = 0, time.perf_counter(), None, None
         batches = self._batches()
         try:
             while (reason := self._stop_reason(started)) is None:
@@ -375,22 +376,16 @@ class Trainer(Generic[BatchT]):
                     continue
                 bar.update(1)
                 window_tokens += self.last_step_tokens  # over all ranks
-                step = self.state.step
+                step, last_loss = self.state.step, loss
                 if step % train.log_every == 0 or step == 1:
-                    now = time.perf_counter()
-                    tokens_per_s = window_tokens / max(now - window_start, 1e-9)
-                    window_tokens, window_start = 0, now
-                    lr = self.optimizer.param_groups[0]["lr"]
-                    bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
-                    self.metrics.write({
-                        "step": step, "split": "train", "loss": loss, "lr": lr, "epoch": self.state.epoch,
-                        "tokens_per_s": tokens_per_s, "step_tgt_tokens": self.last_step_tokens,
-                        "elapsed_s": self.state.elapsed_s + now - started,
-                    })
+                    self._log_train(loss, window_tokens, window_start, started, bar)
+                    window_tokens, window_start, last_loss = 0, time.perf_counter(), None
                 if step % train.eval_every == 0:
                     self._validate_and_save(started)
                 if self._stop_requested():
                     raise StopRequested
+            if last_loss is not None:  # the last step had no row yet: log its (final) learning rate
+                self._log_train(last_loss, window_tokens, window_start, started, bar)
             if self.state.step % train.eval_every != 0 or self.state.step == 0:
                 self._validate_and_save(started)
             log.info("training stopped: %s", reason)
@@ -413,6 +408,20 @@ class Trainer(Generic[BatchT]):
                 signal.signal(signum, handler)
         self.state.elapsed_s += time.perf_counter() - started
         return self.state
+
+    def _log_train(
+        self, loss: float, window_tokens: int, window_start: float, started: float, bar: Any
+    ) -> None:
+        """One `train` row of metrics.jsonl for the step just taken."""
+        now = time.perf_counter()
+        tokens_per_s = window_tokens / max(now - window_start, 1e-9)
+        lr = self.optimizer.param_groups[0]["lr"]
+        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+        self.metrics.write({
+            "step": self.state.step, "split": "train", "loss": loss, "lr": lr, "epoch": self.state.epoch,
+            "tokens_per_s": tokens_per_s, "step_tgt_tokens": self.last_step_tokens,
+            "elapsed_s": self.state.elapsed_s + now - started,
+        })
 
     def _validate_and_save(self, started: float) -> None:
         """Validate (rank 0 only; the others wait) and save a checkpoint."""

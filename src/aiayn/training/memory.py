@@ -1,0 +1,110 @@
+"""Process memory settings for training on a CPU: flat resident memory, no page-fault storm.
+
+A training step allocates and frees the same few hundred megabytes every step, in sizes that
+change with every batch. Two things then go wrong with the defaults (benchmarks/RESULTS.md has
+the measurements, on the Multi30k recipe):
+
+1. glibc's malloc serves blocks above its mmap threshold (adaptive, at most 32 MiB) with a
+   fresh `mmap` and gives them back with `munmap`, and trims the heap's free top above 128 KiB:
+   every step faults its working set back in, page by page, each page zeroed by the kernel, and
+   that shows as system CPU time. `tune_malloc` raises both thresholds (`mallopt`), so the
+   blocks stay in the heap and are reused from step to step. (A heap that is never trimmed
+   holds its high-water mark: what keeps that low is a step whose largest tensors stay small
+   and alike from batch to batch, `aiayn.training.loss.projected_label_smoothed_nll`.)
+2. bf16 matmuls on a CPU go through oneDNN, whose primitive caches (oneDNN's own and PyTorch's
+   ideep layer's, 1,024 entries each) keep one compiled primitive per matmul shape. With
+   batches of ever-different token counts the caches fill with shapes never seen again, and
+   the resident memory grows by the gigabyte before they are full. `cap_onednn_caches` caps
+   both, high enough for every shape of a fixed-shape model (the variables are read when the
+   first primitive is made, so setting them at start-up works); making a primitive again costs
+   little beside a matmul of a training step.
+
+`tune_for_training` does both; `aiayn.training.run.run_task` calls it before any data or model
+exists, and `release_free_memory` once training is over: the heap's free pages go back to the
+system and the thresholds come down near glibc's own, before the final evaluation (beam search,
+whose caches grow step by step) makes its own, differently shaped demands.
+Variables the user set already (ONEDNN_PRIMITIVE_CACHE_CAPACITY, LRU_CACHE_CAPACITY,
+MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) are left alone; so are C libraries other than
+glibc (musl, macOS).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import logging
+import os
+
+log = logging.getLogger(__name__)
+
+# mallopt(3) parameters (glibc's malloc.h).
+M_TRIM_THRESHOLD = -1
+M_MMAP_THRESHOLD = -3
+
+MMAP_THRESHOLD_BYTES = 1 << 30  # blocks up to 1 GiB come from the heap and are reused
+TRIM_THRESHOLD_BYTES = 1 << 30  # the heap's free top is given back only above 1 GiB
+AFTER_TRAINING_MMAP_THRESHOLD_BYTES = 32 << 20  # glibc's own ceiling for its adaptive threshold
+ONEDNN_CACHE_CAPACITY = 64  # primitives per cache: every shape of a fixed-shape model fits
+
+
+def tune_malloc(
+    mmap_threshold: int = MMAP_THRESHOLD_BYTES, trim_threshold: int = TRIM_THRESHOLD_BYTES
+) -> list[str]:
+    """Raise glibc's mmap and trim thresholds; returns the settings made (none off glibc, or
+    where the user set MALLOC_MMAP_THRESHOLD_ / MALLOC_TRIM_THRESHOLD_ themselves)."""
+    libc = _glibc()
+    if libc is None:
+        return []
+    mallopt = libc.mallopt
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    made = []
+    for param, value, variable in (
+        (M_MMAP_THRESHOLD, mmap_threshold, "MALLOC_MMAP_THRESHOLD_"),
+        (M_TRIM_THRESHOLD, trim_threshold, "MALLOC_TRIM_THRESHOLD_"),
+    ):
+        if variable not in os.environ and mallopt(param, value) == 1:
+            made.append(f"{variable.lower().strip('_').removeprefix('malloc_')}={value >> 20} MiB")
+    return made
+
+
+def cap_onednn_caches(capacity: int = ONEDNN_CACHE_CAPACITY) -> list[str]:
+    """Cap oneDNN's primitive cache and ideep's (PyTorch's oneDNN layer) at `capacity` entries,
+    unless the user set ONEDNN_PRIMITIVE_CACHE_CAPACITY / LRU_CACHE_CAPACITY; returns the caps made."""
+    made = []
+    for variable in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+        if variable not in os.environ:
+            os.environ[variable] = str(capacity)
+            made.append(f"{variable}={capacity}")
+    return made
+
+
+def _glibc() -> ctypes.CDLL | None:
+    """The C library when it is glibc, else None."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        libc.gnu_get_libc_version  # noqa: B018 (only glibc has it)
+    except (OSError, AttributeError, TypeError):
+        return None
+    return libc
+
+
+def release_free_memory() -> bool:
+    """Once training is over: back to thresholds near glibc's own (blocks over 32 MiB mapped
+    apart, a free top over 64 MiB trimmed), and the free pages of the heaps given back to the
+    system (`malloc_trim(0)`). Whether that was done (False off glibc)."""
+    libc = _glibc()
+    if libc is None:
+        return False
+    if "MALLOC_MMAP_THRESHOLD_" not in os.environ:
+        libc.mallopt(M_MMAP_THRESHOLD, AFTER_TRAINING_MMAP_THRESHOLD_BYTES)
+    if "MALLOC_TRIM_THRESHOLD_" not in os.environ:
+        libc.mallopt(M_TRIM_THRESHOLD, 2 * AFTER_TRAINING_MMAP_THRESHOLD_BYTES)
+    libc.malloc_trim(0)
+    return True
+
+
+def tune_for_training() -> None:
+    """`tune_malloc` and `cap_onednn_caches`, logged."""
+    made = tune_malloc() + cap_onednn_caches()
+    if made:
+        log.info("memory: %s (see aiayn.training.memory)", ", ".join(made))
