@@ -138,3 +138,33 @@ def test_the_dates_default_ends_at_the_minimum_within_a_short_budget(tmp_path):
     assert train[-1]["step"] < 1_000_000 and train[-1]["elapsed_s"] < 0.3 * 60 + 5
     results = json.loads((run_dir / "results.json").read_text())
     assert results["final_lr"] == train[-1]["lr"] and results["steps"] == train[-1]["step"]
+
+
+def test_a_resumed_run_continues_the_schedule_from_the_recorded_time(tmp_path, monkeypatch, one_thread):
+    """20 one-second steps of a 60 s budget, stopped by max_steps and resumed with the budget in
+    charge: the first resumed step's rate is that of 20 s in, on a clock that restarts at 0."""
+    clock = FakeTime()
+    monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+
+    def one_second_steps(model, batch, smoothing):
+        if model.training:
+            clock.now += 1.0
+        return translation_loss(model, batch, smoothing)
+
+    def trainer(max_steps: int, resume: bool) -> Trainer:
+        config = config_from_dict(tiny_config(max_steps=max_steps, max_minutes=1.0, log_every=1, **COSINE))
+        prepare_run_dir(tmp_path / "run", resume=resume, overwrite=False)
+        torch.manual_seed(config.train.seed)
+        data = prepare_data(config.data)
+        model = Transformer(build_model_config(config, data.tokenizers))
+        return Trainer(config, model, data.train, data.valid, tmp_path / "run", loss_fn=one_second_steps)
+
+    assert trainer(20, resume=False).fit().elapsed_s == 20.0
+    clock.now = 0.0  # a new process: its clock starts anew
+    resumed = trainer(1_000_000, resume=True)
+    resumed.fit(resume=True)
+    rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    step_21 = next(r for r in rows if r["split"] == "train" and r["step"] == 21)
+    progress = (20 / 60 * 1_000_000 - 10) / (1_000_000 - 10)  # 20 s of 60: a third of the decay
+    assert step_21["lr"] == pytest.approx(1e-4 + 0.5 * (1e-2 - 1e-4) * (1 + math.cos(math.pi * progress)))
+    assert step_21["elapsed_s"] == pytest.approx(21.0)

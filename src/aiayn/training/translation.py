@@ -24,7 +24,7 @@ from aiayn.training.data_setup import PreparedData, prepare_data
 from aiayn.training.loss import translation_loss
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
-from aiayn.translator import Translator
+from aiayn.translator import DEFAULT_BATCH_TOKENS, Translator
 
 BLEU = Metric("bleu", higher_is_better=True)
 EXACT_MATCH = Metric("exact_match", higher_is_better=True)
@@ -55,10 +55,20 @@ def translation_metrics(
     beam: int,
     alpha: float = 0.6,
 ) -> dict[str, Any]:
-    """Translate the sources of `pairs`; BLEU, chrF and exact match against the targets."""
+    """Translate the sources of `pairs`; BLEU, chrF and exact match against the targets.
+
+    This decodes inside the training process, beside what training holds: a batch has
+    `DEFAULT_BATCH_TOKENS / beam` source tokens, so that beam search's rows (and its caches)
+    stay as many as greedy search's, whatever the beam.
+    """
     references = [t for _, t in pairs]
     evaluation = evaluate_translation(
-        Translator(model, tokenizers), [s for s, _ in pairs], references, beam=beam, alpha=alpha
+        Translator(model, tokenizers),
+        [s for s, _ in pairs],
+        references,
+        beam=beam,
+        alpha=alpha,
+        batch_tokens=max(1, DEFAULT_BATCH_TOKENS // beam),
     )
     matches = sum(h == r for h, r in zip(evaluation.hypotheses, references, strict=True))
     return evaluation.to_dict() | {
