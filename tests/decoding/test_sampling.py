@@ -42,6 +42,13 @@ def test_top_k_one_and_tiny_top_p_are_greedy(lm):
     assert sample(lm, PROMPT, max_new_tokens=8, top_p=1e-6, seed=5, stop_ids=()) == greedy
 
 
+@pytest.mark.parametrize("temperature", [1e-45, 1e-30, 1e-8])
+def test_tiny_temperature_is_greedy_not_nan(lm, temperature):
+    # logits / 1e-45 overflows to inf; the sampler must still draw the arg-max, not fail on NaN.
+    greedy = sample(lm, PROMPT, max_new_tokens=8, temperature=0.0, stop_ids=())
+    assert sample(lm, PROMPT, max_new_tokens=8, temperature=temperature, seed=5, stop_ids=()) == greedy
+
+
 def test_cached_greedy_matches_full_recomputation(lm):
     greedy = sample(lm, PROMPT, max_new_tokens=8, temperature=0.0, stop_ids=())
     tokens = list(PROMPT)

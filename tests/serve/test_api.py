@@ -105,6 +105,29 @@ def test_attention_gives_every_layer_and_head(client, translation_dir):
         np.testing.assert_allclose(got, want, atol=1e-5)
 
 
+def test_attention_uses_the_requested_beam(client, translation_dir, monkeypatch):
+    import aiayn.plots.attention_data as attention_data
+
+    beams = []
+    real = attention_data.attention_examples
+
+    def spy(translator, sources, targets=None, beam=4, where=None):
+        beams.append(beam)
+        return real(translator, sources, targets, beam, where)
+
+    monkeypatch.setattr(attention_data, "attention_examples", spy)
+    translator = Translator.load(translation_dir, "cpu")
+    limit = translator.model.config.max_len - 1  # what fits after <bos>
+    for beam in (1, 3):
+        entry = client.post("/v1/attention", json={"text": SOURCES[1], "beam": beam}).json()
+        tokens = translator.translate_hypotheses(SOURCES[1:2], beam=beam)[0][0].tokens
+        assert entry["target"] == translator.tokenizers.target.decode(tokens[:limit])
+    assert client.post("/v1/attention", json={"text": SOURCES[1]}).status_code == 200
+    assert beams == [1, 3, 4]  # 4: the default
+    assert_error(client.post("/v1/attention", json={"text": SOURCES[1], "beam": 0}), 422, "beam")
+    assert_error(client.post("/v1/attention", json={"text": SOURCES[1], "beam": 17}), 422, "beam")
+
+
 def test_model_reports_task_sizes_parameters_and_special_tokens(client, translation_dir):
     info = client.get("/v1/model").json()
     model = Translator.load(translation_dir, "cpu").model

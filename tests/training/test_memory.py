@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
+from aiayn.errors import ConfigError
 from aiayn.training import memory
 
 # In a fresh process: malloc a 96 MiB block, touch it, free it, three times; print the page faults
@@ -70,3 +72,43 @@ def test_user_malloc_settings_are_left_alone(monkeypatch):
     monkeypatch.setenv("MALLOC_MMAP_THRESHOLD_", "1000000")
     monkeypatch.setenv("MALLOC_TRIM_THRESHOLD_", "1000000")
     assert memory.tune_malloc() == []
+
+
+def test_training_state_is_four_copies_of_the_parameters_tied_counted_once():
+    from aiayn.model import ModelConfig, Transformer
+
+    config = ModelConfig(src_vocab_size=50, tgt_vocab_size=50, d_model=16, num_heads=2, d_ff=32,
+                         num_encoder_layers=1, num_decoder_layers=1, max_len=20)
+    with torch.device("meta"):
+        layout = Transformer(config)
+    unique = {id(p): p for p in layout.parameters()}
+    assert memory.training_state_bytes(layout) == 4 * 4 * sum(p.numel() for p in unique.values())
+
+
+def test_a_model_too_large_for_the_memory_is_refused_before_it_is_built():
+    layout = torch.nn.Linear(1000, 1000, device="meta")  # 1,001,000 parameters, 16.0 MB to train
+    cpu = torch.device("cpu")
+    memory.check_training_fits(layout, cpu, "model.d_model=1000", available=lambda device: 17_000_000)
+    memory.check_training_fits(layout, cpu, "model.d_model=1000", available=lambda device: None)
+    with pytest.raises(ConfigError, match=r"model.d_model=1000: a model of 1,001,000 parameters needs"):
+        memory.check_training_fits(layout, cpu, "model.d_model=1000", available=lambda device: 15_000_000)
+
+
+def test_available_memory_on_this_machine_is_read():
+    available = memory.available_bytes(torch.device("cpu"))
+    if available is None:
+        pytest.skip("no /proc/meminfo")
+    assert 0 < available < 1 << 50
+
+
+def test_train_refuses_a_huge_model_with_the_settings_named(tmp_path, capsys):
+    from aiayn.cli.main import main
+
+    # d_model 65,536: ~100 GB of weights, gradients and moments; nothing may be allocated.
+    code = main(["train", "--out", str(tmp_path / "run"), "--set", "train.max_steps=1",
+                 "--set", "data.num_train=50", "--set", "data.num_valid=10",
+                 "--set", "model.preset=tiny", "--set", "model.d_model=65536"])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "model.preset=tiny, model.d_model=65536" in error
+    assert "parameters needs at least" in error and "GB is available" in error

@@ -120,8 +120,13 @@ def _next_token(
     logits = model.output_projection(hidden).float()  # (1, V)
     if temperature == 0:
         return int(logits.argmax(dim=-1))
-    probs = filter_logits(logits / temperature, top_k, top_p).softmax(dim=-1)
+    # Shifting by the row's maximum first leaves the softmax unchanged, but keeps a tiny
+    # temperature from turning the largest logits into inf (and the probabilities into NaN):
+    # as temperature -> 0 the shifted logits go to 0 for the arg-max and -inf elsewhere.
+    shifted = logits - logits.amax(dim=-1, keepdim=True)  # (1, V), <= 0
+    probs = filter_logits(shifted / temperature, top_k, top_p).softmax(dim=-1)
     return int(torch.multinomial(probs, 1, generator=generator))
+
 
 def sample(
     model: DecoderOnlyLM,

@@ -289,8 +289,8 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> FastAPI
         if not request.text.strip():
             raise LimitError(422, "the text is empty", "min_tokens", 1)
         check_lengths([request.text])
-        text = request.text
-        return await run_job(Job(key=None, run=lambda engine: engine.attention(text)))
+        text, beam = request.text, request.beam
+        return await run_job(Job(key=None, run=lambda engine: engine.attention(text, beam)))
 
     @app.get("/v1/model")
     async def model() -> dict[str, Any]:

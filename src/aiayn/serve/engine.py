@@ -72,9 +72,9 @@ class Engine(Protocol):
         """The continuation of `prompt` (without the prompt)."""
         ...
 
-    def attention(self, text: str) -> dict[str, Any]:
-        """One `aiayn.explorer.sentence_entry` for `text` (its translation, for a
-        translation model), as the attention view draws it."""
+    def attention(self, text: str, beam: int = 4) -> dict[str, Any]:
+        """One `aiayn.explorer.sentence_entry` for `text` (its translation with beam size
+        `beam`, for a translation model), as the attention view draws it."""
         ...
 
 
@@ -182,7 +182,7 @@ class TranslationEngine:
     def generate(self, prompt, max_new_tokens, temperature, top_k, top_p, seed) -> str:
         raise EngineUnsupported("this is a translation model; /v1/generate needs a language model")
 
-    def attention(self, text: str) -> dict[str, Any]:
+    def attention(self, text: str, beam: int = 4) -> dict[str, Any]:
         from aiayn.explorer import sentence_entry
         from aiayn.plots.attention_data import attention_examples
         from aiayn.translator import Translator
@@ -190,7 +190,7 @@ class TranslationEngine:
         if not isinstance(self.translator, Translator):
             raise EngineUnsupported(f"the {self.name} engine gives no attention weights; serve the "
                                     "aiayn model directory to see them")
-        example = attention_examples(self.translator, [text], beam=4, where=["text"])[0]
+        example = attention_examples(self.translator, [text], beam=beam, where=["text"])[0]
         return sentence_entry(example)
 
 
@@ -251,7 +251,8 @@ class LMEngine:
             ids = ids[:-1]
         return self.tokenizer.decode(ids)
 
-    def attention(self, text: str) -> dict[str, Any]:
+    def attention(self, text: str, beam: int = 4) -> dict[str, Any]:
+        """The attention over `text` itself (`beam` plays no part: nothing is decoded)."""
         from aiayn.explorer import sentence_entry
         from aiayn.plots.attention_data import lm_attention_example
 

@@ -75,3 +75,5 @@ class AttentionRequest(Strict):
     """`POST /v1/attention`: one sentence (a translation model's source, or an LM's text)."""
 
     text: Text = Field(description="one sentence")
+    beam: int = Field(4, ge=1, le=MAX_BEAM, description="beam size of the translation whose attention "
+                      "is shown (1 = greedy; a language model's attention is over the text itself)")

@@ -26,6 +26,10 @@ whose caches grow step by step) makes its own, differently shaped demands.
 Variables the user set already (ONEDNN_PRIMITIVE_CACHE_CAPACITY, LRU_CACHE_CAPACITY,
 MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_) are left alone; so are C libraries other than
 glibc (musl, macOS).
+
+Before a model is built, `check_training_fits` refuses one whose weights, gradients and Adam
+moments alone exceed the memory available, with an error naming the model settings, rather than
+letting the process swap or be killed halfway through allocating it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,13 @@ import ctypes
 import ctypes.util
 import logging
 import os
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from aiayn.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +119,59 @@ def tune_for_training() -> None:
     made = tune_malloc() + cap_onednn_caches()
     if made:
         log.info("memory: %s (see aiayn.training.memory)", ", ".join(made))
+
+
+def training_state_bytes(model: nn.Module) -> int:
+    """The least memory training `model` with Adam takes: weights, gradients and the optimizer's
+    two moments, four copies of the parameters (activations come on top). `model` may be on the
+    meta device; shared (tied) parameters count once."""
+    return 4 * sum(p.numel() * p.element_size() for p in model.parameters())
+
+
+def available_bytes(device: torch.device) -> int | None:
+    """Memory free for a new process's tensors on `device`: a CUDA device's free memory, or on a
+    CPU the kernel's MemAvailable, lowered to what the process's cgroup (a container's limit) has
+    left. None when it cannot be told."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return int(free)
+    if device.type != "cpu":
+        return None
+    try:
+        meminfo = Path("/proc/meminfo").read_text()
+    except OSError:
+        return None
+    fields = dict(line.split(":", 1) for line in meminfo.splitlines() if ":" in line)
+    if "MemAvailable" not in fields:
+        return None
+    available = int(fields["MemAvailable"].split()[0]) * 1024
+    try:  # cgroup v2: the limit and the usage of this process's group
+        limit = Path("/sys/fs/cgroup/memory.max").read_text().strip()
+        used = int(Path("/sys/fs/cgroup/memory.current").read_text())
+        if limit != "max":
+            available = min(available, int(limit) - used)
+    except (OSError, ValueError):
+        pass
+    return available
+
+
+def check_training_fits(
+    layout: nn.Module,
+    device: torch.device,
+    where: str,
+    available: Callable[[torch.device], int | None] = available_bytes,
+) -> None:
+    """Raise `ConfigError` naming `where` (the model settings) when `layout` (the model laid out
+    on the meta device) cannot be trained on `device`: its `training_state_bytes` exceed the
+    `available` memory. Does nothing when the available memory cannot be told."""
+    have = available(device)
+    need = training_state_bytes(layout)
+    if have is None or need <= have:
+        return
+    params = sum(p.numel() for p in layout.parameters())
+    raise ConfigError(
+        f"{where}: a model of {params:,} parameters needs at least {need / 1e9:.1f} GB on {device} "
+        f"for its weights, gradients and Adam's two moments, but {max(have, 0) / 1e9:.1f} GB is "
+        "available; choose a smaller model.preset or a smaller model.d_model, model.d_ff or "
+        "number of layers"
+    )

@@ -33,11 +33,12 @@ import torch
 
 from aiayn.errors import AiaynError, ConfigError
 from aiayn.files import atomic_write_text
-from aiayn.model.pretrained import load_model
+from aiayn.model.pretrained import load_model, meta_model
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
-from aiayn.training.distributed import DistContext, broadcast_object, distributed_session
-from aiayn.training.memory import release_free_memory, tune_for_training
+from aiayn.training.device import select_device
+from aiayn.training.distributed import DistContext, broadcast_object, distributed_session, rank_device
+from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
@@ -119,6 +120,9 @@ def _train_and_report(
         save_tokenizer(run_dir)
     if resume:  # the checkpoint and the config agree before anything is allocated
         check_resume_model(run_dir, lambda: task.build_model(config, data), str(run_dir / CONFIG_FILE))
+    model_settings = describe_model_settings(config)
+    layout = meta_model(lambda: task.build_model(config, data), model_settings)
+    check_training_fits(layout, rank_device(select_device(config.train.device), dist), model_settings)
     model = task.build_model(config, data)
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
@@ -149,6 +153,12 @@ def _train_and_report(
             results |= task.final_results(best, config, data, state)
         atomic_write_text(run_dir / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
     return results
+
+
+def describe_model_settings(config: RunConfig) -> str:
+    """The model section as an error message names it: 'model.preset=small, model.d_model=512'."""
+    settings = {"preset": config.model.preset} | config.model.overrides
+    return ", ".join(f"model.{key}={value}" for key, value in settings.items())
 
 
 def summary(state: TrainState, unit: str) -> dict[str, Any]:
