@@ -120,6 +120,7 @@ def _train_and_report(
         save_tokenizer(run_dir)
     if resume:  # the checkpoint and the config agree before anything is allocated
         check_resume_model(run_dir, lambda: task.build_model(config, data), str(run_dir / CONFIG_FILE))
+    # A model too large for the memory is refused before any of it is allocated.
     model_settings = describe_model_settings(config)
     layout = meta_model(lambda: task.build_model(config, data), model_settings)
     check_training_fits(layout, rank_device(select_device(config.train.device), dist), model_settings)
