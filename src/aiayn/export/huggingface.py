@@ -194,21 +194,11 @@ def _tied_names(model) -> set[str]:
 
 
 # ------------------------------------------------------------------ models
-def marian_translation_model(source: ExportSource):
-    """`MarianMTModel` holding our encoder-decoder model, and its generation config."""
-    from transformers import MarianConfig, MarianMTModel
-
-    config = source.config
-    _check_marian(config, "MarianMTModel")
-    d = config.d_model
-    hf_config = MarianConfig(
-        vocab_size=config.src_vocab_size,
-        decoder_vocab_size=config.tgt_vocab_size,
-        share_encoder_decoder_embeddings=config.share_embeddings,
-        tie_word_embeddings=config.tie_output,
-        d_model=d,
-        encoder_layers=config.num_encoder_layers,
-        decoder_layers=config.num_decoder_layers,
+def _marian_fields(config: ModelConfig) -> dict[str, Any]:
+    """`MarianConfig` fields both Marian exports share: widths, heads, dropouts, and the
+    scaled embeddings of Sec. 3.4 (`scale_embedding`), besides `_common_fields`."""
+    return dict(
+        d_model=config.d_model,
         encoder_attention_heads=config.num_heads,
         decoder_attention_heads=config.num_heads,
         encoder_ffn_dim=config.d_ff,
@@ -221,8 +211,26 @@ def marian_translation_model(source: ExportSource):
         activation_dropout=config.activation_dropout,
         decoder_start_token_id=config.bos_id,
         forced_eos_token_id=None,
-        architectures=["MarianMTModel"],
         **_common_fields(config),
+    )
+
+
+def marian_translation_model(source: ExportSource):
+    """`MarianMTModel` holding our encoder-decoder model, and its generation config."""
+    from transformers import MarianConfig, MarianMTModel
+
+    config = source.config
+    _check_marian(config, "MarianMTModel")
+    d = config.d_model
+    hf_config = MarianConfig(
+        vocab_size=config.src_vocab_size,
+        decoder_vocab_size=config.tgt_vocab_size,
+        share_encoder_decoder_embeddings=config.share_embeddings,
+        tie_word_embeddings=config.tie_output,
+        encoder_layers=config.num_encoder_layers,
+        decoder_layers=config.num_decoder_layers,
+        architectures=["MarianMTModel"],
+        **_marian_fields(config),
     )
     w = _Permuted(_weights(source), feature_order(d))
     state: dict[str, torch.Tensor] = {}
@@ -253,26 +261,13 @@ def marian_language_model(source: ExportSource):
     hf_config = MarianConfig(
         vocab_size=config.tgt_vocab_size,
         tie_word_embeddings=config.tie_output,
-        d_model=d,
         encoder_layers=0,
         decoder_layers=config.num_decoder_layers,
-        encoder_attention_heads=config.num_heads,
-        decoder_attention_heads=config.num_heads,
-        decoder_ffn_dim=config.d_ff,
-        encoder_ffn_dim=config.d_ff,
-        activation_function=config.activation,
-        max_position_embeddings=config.max_len,
-        scale_embedding=True,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-        decoder_start_token_id=config.bos_id,
-        forced_eos_token_id=None,
         is_decoder=True,
         is_encoder_decoder=False,
         add_cross_attention=False,
         architectures=["MarianForCausalLM"],
-        **_common_fields(config),
+        **_marian_fields(config),
     )
     w = _Permuted(_weights(source), feature_order(d))
     state: dict[str, torch.Tensor] = {
