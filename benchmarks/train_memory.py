@@ -46,7 +46,7 @@ def whole_logits_loss(model, batch, smoothing):
 
     keep = batch.labels != PAD_ID
     logits = model(batch.src, batch.tgt_in, output_mask=keep)
-    return label_smoothed_nll(logits, batch.labels[keep], smoothing), batch.num_tgt_tokens
+    return label_smoothed_nll(logits, batch.labels[keep], smoothing), batch.num_targets
 
 
 def child(args: argparse.Namespace) -> None:

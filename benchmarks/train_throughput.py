@@ -74,7 +74,7 @@ def model_flops(model: Transformer, batch) -> float:
     encoder = sum(p.numel() for p in model.encoder.parameters())
     decoder = sum(p.numel() for p in model.decoder.parameters())
     projection = model.output_projection.weight.numel()
-    return 6 * (encoder * batch.num_src_tokens + (decoder + projection) * batch.num_tgt_tokens)
+    return 6 * (encoder * batch.num_src_tokens + (decoder + projection) * batch.num_targets)
 
 
 def bench(preset: str, precision: str, steps: int, batches: list, device: torch.device, peak: float) -> dict:
@@ -119,7 +119,7 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
                 torch.cuda.synchronize()
             if i >= 2:
                 times[name].append(
-                    (time.perf_counter() - start, batch.num_tgt_tokens, model_flops(ours, batch))
+                    (time.perf_counter() - start, batch.num_targets, model_flops(ours, batch))
                 )
     result = {}
     for name, rows in times.items():
@@ -173,7 +173,7 @@ def main() -> None:
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "vocab_size": 8000,
-        "target_tokens_per_batch": [b.num_tgt_tokens for b in batches],
+        "target_tokens_per_batch": [b.num_targets for b in batches],
         "source_tokens_per_batch": [b.num_src_tokens for b in batches],
         "padded_target_positions": [b.labels.numel() for b in batches],
         "timed_steps": args.steps,

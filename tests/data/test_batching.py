@@ -40,7 +40,7 @@ def test_make_batch_layout(specials):
     assert batch.tgt_in.tolist() == [[bos, 9, pad, pad, pad], [bos, 10, 11, 12, 13]]
     assert batch.labels.tolist() == [[9, eos, pad, pad, pad], [10, 11, 12, 13, eos]]
     assert batch.src.dtype == batch.tgt_in.dtype == batch.labels.dtype == torch.long
-    assert (batch.num_src_tokens, batch.num_tgt_tokens) == (6, 7)
+    assert (batch.num_src_tokens, batch.num_targets) == (6, 7)
     assert batch.indices == [4, 2] and len(batch) == 2 and batch.pad_id == pad
     assert make_batch([[5]], [[6]], specials=specials).indices == [0]
     with pytest.raises(ValueError):
@@ -50,7 +50,7 @@ def test_make_batch_layout(specials):
 def test_batch_to_moves_every_tensor():
     batch = make_batch([[5, 6]], [[7]], indices=[3], specials=SPECIALS).to("meta")
     assert batch.src.device.type == batch.tgt_in.device.type == batch.labels.device.type == "meta"
-    assert batch.indices == [3] and batch.num_tgt_tokens == 2
+    assert batch.indices == [3] and batch.num_targets == 2
 
 
 def test_shift_right_and_nothing_lost_over_an_epoch(data):
@@ -67,7 +67,7 @@ def test_shift_right_and_nothing_lost_over_an_epoch(data):
             assert unpad(batch.labels[row]) == [*tgt, EOS]
             assert unpad(batch.tgt_in[row]) == [BOS, *tgt]
         assert batch.num_src_tokens == int((batch.src != PAD).sum())
-        assert batch.num_tgt_tokens == int((batch.labels != PAD).sum())
+        assert batch.num_targets == int((batch.labels != PAD).sum())
         seen += batch.indices
     assert sorted(seen) == list(range(len(data)))
 

@@ -98,7 +98,7 @@ def main(out: Path) -> None:
                 grad_diffs.append(max_difference(grads, ref_grads))
                 report["grad_scale"] = max(float(g.abs().max()) for g in ref_grads)
                 report["loss_sum"] = [total, ref_total]
-                token_counts.append([tokens, ref_tokens, sum(b.num_tgt_tokens for b in union)])
+                token_counts.append([tokens, ref_tokens, sum(b.num_targets for b in union)])
                 for owner in (trainer, reference):
                     owner.optimizer.zero_grad(set_to_none=True)
             loss = trainer.train_step(group)

@@ -40,7 +40,7 @@ def test_default_stride_makes_every_token_a_target_exactly_once(block_size):
     seen = targets_of(windows, windows.batches(3 * block_size, shuffle=True, seed=1))
     assert seen == Counter({p: 1 for p in range(1, len(STREAM))})
     assert windows.num_targets == len(STREAM) - 1
-    assert sum(b.num_tgt_tokens for b in windows.batches(3 * block_size)) == len(STREAM) - 1
+    assert sum(b.num_targets for b in windows.batches(3 * block_size)) == len(STREAM) - 1
 
 
 def test_stride_one_is_the_classic_sliding_window():
@@ -49,7 +49,7 @@ def test_stride_one_is_the_classic_sliding_window():
     assert window_starts(len(STREAM), block, 1) == list(range(len(STREAM) - block))
     assert len(windows) == len(STREAM) - block
     for batch in windows.batches(4 * block, shuffle=False):
-        assert batch.num_tgt_tokens == len(batch) * block  # every window is full, no padding
+        assert batch.num_targets == len(batch) * block  # every window is full, no padding
         for row, start in enumerate(batch.starts):
             assert batch.inputs[row].tolist() == STREAM[start : start + block]
             assert batch.labels[row].tolist() == STREAM[start + 1 : start + block + 1]
@@ -140,4 +140,4 @@ def test_bad_text_files_name_the_file_and_line(tmp_path):
 def test_lm_batch_moves_to_a_device():
     batch = next(TokenWindows(STREAM, 4, pad_id=PAD).batches(8, shuffle=False))
     moved = batch.to(torch.device("cpu"))
-    assert torch.equal(moved.inputs, batch.inputs) and moved.num_tgt_tokens == batch.num_tgt_tokens
+    assert torch.equal(moved.inputs, batch.inputs) and moved.num_targets == batch.num_targets

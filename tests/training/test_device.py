@@ -55,4 +55,4 @@ def test_non_blocking_batch_copy_to_cpu_does_not_pin():
 
     batch = make_batch([[5, 6, 7]], [[8, 9]], specials=TRAINED_SPECIALS)
     moved = batch.to("cpu", non_blocking=True)  # pin_memory would need CUDA: not attempted
-    assert torch.equal(moved.src, batch.src) and moved.num_tgt_tokens == batch.num_tgt_tokens
+    assert torch.equal(moved.src, batch.src) and moved.num_targets == batch.num_targets

@@ -11,7 +11,6 @@ Batches group texts of similar length under a token budget (as for translation, 
 from __future__ import annotations
 
 import logging
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
@@ -47,14 +46,6 @@ class ClassBatch:
     def num_targets(self) -> int:
         """The predictions the loss sums over: one per example."""
         return len(self.indices)
-
-    @property
-    def num_tgt_tokens(self) -> int:
-        """Deprecated name of `num_targets` (it counts examples, not tokens)."""
-        warnings.warn(
-            "ClassBatch.num_tgt_tokens is deprecated; use num_targets", DeprecationWarning, stacklevel=2
-        )
-        return self.num_targets
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> ClassBatch:
         """A copy with `tokens` and `labels` on `device`."""

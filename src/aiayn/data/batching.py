@@ -43,17 +43,12 @@ class Batch:
     tgt_in: torch.Tensor  # (B, T) int64: <bos> + target
     labels: torch.Tensor  # (B, T) int64: target + <eos>
     num_src_tokens: int  # non-pad positions of src
-    num_tgt_tokens: int  # non-pad positions of labels (the tokens the loss is taken over)
+    num_targets: int  # non-pad positions of labels: the target tokens the loss sums over
     indices: list[int]  # dataset index of each row, to map outputs back to examples
     pad_id: int  # the padding id after the end of each row
 
     def __len__(self) -> int:
         return self.src.size(0)
-
-    @property
-    def num_targets(self) -> int:
-        """The predictions the loss sums over: the target tokens."""
-        return self.num_tgt_tokens
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
         """A copy with the tensors on ``device``.
@@ -102,7 +97,7 @@ def make_batch(
         tgt_in=_pad(tgt_in, pad),
         labels=_pad(labels, pad),
         num_src_tokens=sum(map(len, src)),
-        num_tgt_tokens=sum(map(len, labels)),
+        num_targets=sum(map(len, labels)),
         indices=list(indices) if indices is not None else list(range(len(src))),
         pad_id=pad,
     )

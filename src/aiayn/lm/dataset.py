@@ -44,24 +44,19 @@ class LMBatch:
     Attributes:
         inputs: (B, T) int64 token ids read by the model.
         labels: (B, T) int64 next-token targets; `pad_id` where there is no target.
-        num_tgt_tokens: number of non-pad labels (the tokens the loss is taken over).
+        num_targets: number of non-pad labels (the predictions the loss sums over).
         starts: stream offset of each window, to map rows back to the text.
         pad_id: the padding id (inputs and labels after the end of the stream).
     """
 
     inputs: Tensor
     labels: Tensor
-    num_tgt_tokens: int
+    num_targets: int
     starts: list[int]
     pad_id: int
 
     def __len__(self) -> int:
         return self.inputs.size(0)
-
-    @property
-    def num_targets(self) -> int:
-        """The predictions the loss sums over: the non-pad labels."""
-        return self.num_tgt_tokens
 
     def to(self, device: torch.device | str, non_blocking: bool = False) -> LMBatch:
         """A copy with the tensors on `device`."""

@@ -125,7 +125,7 @@ def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[
     hidden = model(batch.src, batch.tgt_in, output_mask=output_mask, return_hidden=True)  # (N, D)
     projection = getattr(model, "module", model).output_projection  # the model inside DDP's wrapper
     loss = projected_label_smoothed_nll(hidden, projection.weight, batch.labels[output_mask], smoothing)
-    return loss, batch.num_tgt_tokens
+    return loss, batch.num_targets
 
 
 def validation_loss(
