@@ -7,98 +7,87 @@ that fit a laptop CPU.
 from __future__ import annotations
 
 import dataclasses
-import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from dataclasses import dataclass
+from typing import Any
+
+from aiayn.ranges import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY
+from aiayn.settings import setting, validate
 
 FORMAT_VERSION = 1
 """Version of the `config.json` format written by `save_pretrained`."""
+
+
+PRESETS = ("tiny", "small", "base", "big")
+"""The named sizes (`ModelConfig.preset`): Table 3's base and big, and two smaller ones."""
 
 
 @dataclass
 class ModelConfig:
     """Hyper-parameters of the Transformer (Sec. 3, Table 3).
 
-    Attributes:
-        src_vocab_size: source vocabulary size (unused by `DecoderOnlyLM`).
-        tgt_vocab_size: target vocabulary size (also the LM vocabulary).
-        d_model: width of every sub-layer output and embedding (paper: 512).
-        num_heads: number of attention heads h (paper: 8); d_k = d_v = d_model / h.
-        num_encoder_layers: N for the encoder stack (paper: 6).
-        num_decoder_layers: N for the decoder stack (paper: 6).
-        d_ff: inner width of the position-wise feed-forward network (paper: 2048).
-        dropout: P_drop on sub-layer outputs and on embeddings + positions (Sec. 5.4).
-        attention_dropout: dropout on attention probabilities (not in the paper; 0 by default).
-        activation_dropout: dropout inside the feed-forward network, after the activation (not
-            in the paper; 0 by default).
-        max_len: size of the positional table: the longest sequence the model accepts.
-        norm_first: False = post-LN as in the paper, True = pre-LN with a final LayerNorm.
-        positional: 'sinusoidal' (Sec. 3.5) or 'learned' embeddings.
-        activation: 'relu' (paper, Eq. 2) or 'gelu'.
-        share_embeddings: one embedding matrix for source and target (Sec. 3.4);
-            needs src_vocab_size == tgt_vocab_size.
-        tie_output: the pre-softmax projection shares the target embedding matrix (Sec. 3.4).
-        pad_id: id of the padding token; padding masks are derived from it.
-        bos_id: id of the start token that opens every decoder input (Sec. 3.1's "shifted
-            right"); model directories written before it was stored mean 1.
-        eos_id: id of the end token that closes every sequence (older directories: 2).
-        unk_id: id of the unknown-token symbol, or None for vocabularies without one (byte-level
-            BPE); older directories: 3.
-        layer_norm_eps: epsilon of every LayerNorm.
+    Each field is declared with its range or choices and what it means (`aiayn.settings`);
+    `__post_init__` checks them all, and what relates two fields.
     """
 
-    src_vocab_size: int = 8000
-    tgt_vocab_size: int = 8000
-    d_model: int = 512
-    num_heads: int = 8
-    num_encoder_layers: int = 6
-    num_decoder_layers: int = 6
-    d_ff: int = 2048
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    max_len: int = 1024
-    norm_first: bool = False
-    positional: Literal["sinusoidal", "learned"] = "sinusoidal"
-    activation: Literal["relu", "gelu"] = "relu"
-    share_embeddings: bool = False
-    tie_output: bool = True
-    pad_id: int = 0
-    bos_id: int = 1
-    eos_id: int = 2
-    unk_id: int | None = 3
-    layer_norm_eps: float = 1e-5
-    extra: dict[str, Any] = field(default_factory=dict)
-    """Free-form metadata kept with the model (e.g. which task trained it)."""
+    src_vocab_size: int = setting(
+        8000, range=POSITIVE_INT, help="source vocabulary size (unused by DecoderOnlyLM)"
+    )
+    tgt_vocab_size: int = setting(8000, range=POSITIVE_INT, help="target vocabulary size (also the LM's)")
+    d_model: int = setting(
+        512, range=POSITIVE_INT, help="width of every sub-layer output and embedding (paper: 512)"
+    )
+    num_heads: int = setting(
+        8, range=POSITIVE_INT, help="attention heads h (paper: 8); d_k = d_v = d_model / h (Sec. 3.2.2)"
+    )
+    num_encoder_layers: int = setting(6, range=NON_NEGATIVE_INT, help="N of the encoder stack (paper: 6)")
+    num_decoder_layers: int = setting(6, range=NON_NEGATIVE_INT, help="N of the decoder stack (paper: 6)")
+    d_ff: int = setting(
+        2048, range=POSITIVE_INT, help="inner width of the feed-forward network (paper: 2048, Eq. 2)"
+    )
+    dropout: float = setting(
+        0.1, range=PROBABILITY, help="P_drop on sub-layer outputs and on embeddings + positions (Sec. 5.4)"
+    )
+    attention_dropout: float = setting(
+        0.0, range=PROBABILITY, help="dropout on attention probabilities (not in the paper)"
+    )
+    activation_dropout: float = setting(
+        0.0, range=PROBABILITY, help="dropout after the feed-forward activation (not in the paper)"
+    )
+    max_len: int = setting(
+        1024, range=POSITIVE_INT, help="size of the positional table: the longest sequence accepted"
+    )
+    norm_first: bool = setting(
+        False, help="False: post-LN as in the paper; True: pre-LN with a final LayerNorm"
+    )
+    positional: str = setting(
+        "sinusoidal", choices=("sinusoidal", "learned"), help="Sec. 3.5's sinusoidal table, or learned"
+    )
+    activation: str = setting(
+        "relu", choices=("relu", "gelu"), help="of the feed-forward network (paper: relu, Eq. 2)"
+    )
+    share_embeddings: bool = setting(
+        False, help="one embedding matrix for source and target (Sec. 3.4); needs equal vocabulary sizes"
+    )
+    tie_output: bool = setting(True, help="the pre-softmax projection shares the target embedding (Sec. 3.4)")
+    pad_id: int = setting(0, range=NON_NEGATIVE_INT, help="the padding token; padding masks come from it")
+    bos_id: int = setting(
+        1, range=NON_NEGATIVE_INT, help="the start token of every decoder input (Sec. 3.1's 'shifted right')"
+    )
+    eos_id: int = setting(2, range=NON_NEGATIVE_INT, help="the end token that closes every sequence")
+    unk_id: int | None = setting(
+        3, range=NON_NEGATIVE_INT, help="the unknown-token symbol, or None (byte-level BPE has none)"
+    )
+    layer_norm_eps: float = setting(1e-5, range=POSITIVE, help="epsilon of every LayerNorm")
+    extra: dict[str, Any] = setting(
+        default_factory=dict, help="free-form metadata kept with the model (e.g. which task trained it)"
+    )
 
     def __post_init__(self) -> None:
-        positive = (
-            "src_vocab_size", "tgt_vocab_size", "d_model", "num_heads", "d_ff", "max_len",
-        )
-        for name in positive:
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-                raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
-        for name in ("num_encoder_layers", "num_decoder_layers"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ValueError(f"ModelConfig.{name} must be an integer >= 0, got {value!r}")
+        validate(self, "ModelConfig")
         if self.d_model % self.num_heads != 0:
             raise ValueError(
                 f"ModelConfig.d_model ({self.d_model}) must be divisible by "
                 f"ModelConfig.num_heads ({self.num_heads})"
-            )
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            value = getattr(self, name)
-            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {value!r}")
-        if self.positional not in ("sinusoidal", "learned"):
-            raise ValueError(
-                f"ModelConfig.positional must be 'sinusoidal' or 'learned', got {self.positional!r}"
-            )
-        if self.activation not in ("relu", "gelu"):
-            raise ValueError(
-                f"ModelConfig.activation must be 'relu' or 'gelu', got {self.activation!r}"
             )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
@@ -108,15 +97,10 @@ class ModelConfig:
         smallest_vocab = min(self.src_vocab_size, self.tgt_vocab_size)
         for name in ("pad_id", "bos_id", "eos_id", "unk_id"):
             value = getattr(self, name)
-            if name == "unk_id" and value is None:
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value < smallest_vocab:
+            if value is not None and value >= smallest_vocab:
                 raise ValueError(
                     f"ModelConfig.{name} must be a token id in [0, {smallest_vocab}), got {value!r}"
                 )
-        eps = self.layer_norm_eps
-        if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < math.inf:
-            raise ValueError(f"ModelConfig.layer_norm_eps must be > 0, got {self.layer_norm_eps!r}")
 
     @property
     def head_dim(self) -> int:
@@ -172,6 +156,7 @@ class ModelConfig:
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
         """Build a preset by name: 'tiny', 'small', 'base' or 'big'."""
         builders = {"tiny": cls.tiny, "small": cls.small, "base": cls.base, "big": cls.big}
+        assert tuple(builders) == PRESETS
         if name not in builders:
             raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(builders)}")
         return builders[name](**overrides)

@@ -2,16 +2,18 @@
 
 A config has three sections, `data`, `model` and `train`. An unknown key anywhere is a
 `ConfigError` listing the valid keys; any field can be overridden on the command line with
-a dotted path (`--set train.max_steps=200`, the value parsed as YAML). Every number is checked
-against its `RANGES` entry (finite, within bounds), the error naming the field (`train.lr`).
+a dotted path (`--set train.max_steps=200`, the value parsed as YAML; a string field takes the
+text as written). Each field is declared once, with `aiayn.settings.setting`: its type, default,
+range or choices and help text side by side (the module docstring of `aiayn.settings` says how to
+add one); the dataclasses check themselves, so an error names the field and what it allows
+(`train.lr must be a finite number > 0, got nan`). The `model` section's overrides are
+`ModelConfig` fields, declared and checked the same way in `aiayn.model.config`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,68 +22,105 @@ import yaml
 
 from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
-from aiayn.training.config_ranges import RANGES
+from aiayn.model.config import PRESETS, ModelConfig
+from aiayn.ranges import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range
+from aiayn.settings import check_settings, field_tasks, setting, text_value, validate
 
 log = logging.getLogger(__name__)
 
 
+TASKS = {
+    **{name: "translation" for name in ("copy", "reverse", "dates", "multi30k", "files")},
+    "text": "lm",
+    "brackets": "classify",
+    "tsv": "classify",
+}
+"""Every `data.task`, and the kind of task it is (`aiayn train`, `aiayn lm`, `aiayn classify`)."""
+
+TRANSLATION, LM, CLASSIFY = ("translation",), ("lm",), ("classify",)
+EVERY_TASK = ("translation", "lm", "classify")
+
+
 @dataclass
 class DataConfig:
-    """Where the sentence pairs come from and how they are tokenized.
+    """Where the examples come from and how they are tokenized.
 
-    `task` is a built-in synthetic task ('copy', 'reverse', 'dates'), 'multi30k' (read from
-    `multi30k/` under the data root), or 'files' (the `train_src`/`train_tgt`/... paths).
-    `aiayn lm` uses task 'text' (`text_file`, `block_size`, `stride`, `valid_fraction`; see
-    `aiayn.lm`); `aiayn classify` uses 'brackets' or 'tsv' (`train_tsv`, `valid_tsv`,
-    `valid_fraction`; see `aiayn.classify`). A relative `text_file`/`*_tsv`/`*_src`/`*_tgt` path
-    that does not exist under the working directory is looked up under the data root.
-
-    `max_sentence_tokens` bounds one example in tokens: translation drops pairs with a longer
-    source or target, the classifier cuts longer texts (and it is the length limit of the
-    brackets task). It is not `model.max_len`, the length of the positional table.
-
-    `tokenizer` is a kind to train ('bpe', 'char', 'byte_bpe'), a Hugging Face `tokenizer.json`
-    (or a directory holding one), or a Hugging Face Hub name such as 'gpt2' (see
-    `aiayn.data.tokenizer_spec`); `special_tokens` names the pad/bos/eos/unk tokens of a loaded
-    one (see `aiayn.data.special_tokens`).
+    `task` is a built-in synthetic translation task ('copy', 'reverse', 'dates'), 'multi30k'
+    (read from `multi30k/` under the data root), or 'files' (the `train_src`/`train_tgt`/...
+    paths); `aiayn lm` uses 'text' (see `aiayn.lm`), `aiayn classify` 'brackets' or 'tsv' (see
+    `aiayn.classify`). Each field names the kinds of task that read it; a value other than the
+    default in a field that the task does not read is logged as ignored. A relative
+    `text_file`/`*_tsv`/`*_src`/`*_tgt` path that does not exist under the working directory is
+    looked up under the data root.
     """
 
-    task: str = "dates"
-    seed: int = 1
-    num_train: int = 50000
-    num_valid: int = 1000
-    num_test: int = 1000
-    src_lang: str = "de"
-    tgt_lang: str = "en"
-    download: bool = False
-    train_src: str | None = None
-    train_tgt: str | None = None
-    valid_src: str | None = None
-    valid_tgt: str | None = None
-    test_src: str | None = None
-    test_tgt: str | None = None
-    tokenizer: str = "bpe"
-    special_tokens: dict[str, str | None] | None = None
-    vocab_size: int = 8000
-    joint_vocab: bool = True
-    max_sentence_tokens: int = 128
-    text_file: str | None = None
-    block_size: int = 256
-    stride: int | None = None
-    valid_fraction: float = 0.1
-    train_tsv: str | None = None
-    valid_tsv: str | None = None
+    task: str = setting("dates", choices=tuple(TASKS), tasks=EVERY_TASK, help="where the examples come from")
+    seed: int = setting(
+        1, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="seed of the generated examples"
+    )
+    num_train: int = setting(
+        50000, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="generated training examples"
+    )
+    num_valid: int = setting(
+        1000, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="generated validation examples"
+    )
+    num_test: int = setting(
+        1000, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="generated test examples"
+    )
+    src_lang: str = setting("de", tasks=TRANSLATION, help="source language (multi30k, file names)")
+    tgt_lang: str = setting("en", tasks=TRANSLATION, help="target language (multi30k, file names)")
+    download: bool = setting(False, tasks=TRANSLATION, help="fetch multi30k when it is missing")
+    train_src: str | None = setting(None, tasks=TRANSLATION, help="task 'files': training sources")
+    train_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': training targets")
+    valid_src: str | None = setting(None, tasks=TRANSLATION, help="task 'files': validation sources")
+    valid_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': validation targets")
+    test_src: str | None = setting(None, tasks=TRANSLATION, help="task 'files': test sources")
+    test_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': test targets")
+    tokenizer: str = setting(
+        "bpe",
+        tasks=EVERY_TASK,
+        help="a kind to train ('bpe', 'char', 'byte_bpe'), a Hugging Face tokenizer.json (or a "
+        "directory holding one) or a Hub name such as 'gpt2' (see `aiayn.data.tokenizer_spec`)",
+    )
+    special_tokens: dict[str, str | None] | None = setting(
+        None, tasks=EVERY_TASK, help="the pad/bos/eos/unk tokens of a loaded tokenizer, by name"
+    )
+    vocab_size: int = setting(8000, range=POSITIVE_INT, tasks=EVERY_TASK, help="size of a trained tokenizer")
+    joint_vocab: bool = setting(True, tasks=TRANSLATION, help="one tokenizer for source and target")
+    max_sentence_tokens: int = setting(
+        128,
+        range=POSITIVE_INT,
+        tasks=TRANSLATION + CLASSIFY,
+        help="longest example in tokens: translation drops longer pairs, the classifier cuts longer "
+        "texts (and the brackets task makes none longer); not `model.max_len`",
+    )
+    text_file: str | None = setting(None, tasks=LM, help="the text a language model learns")
+    block_size: int = setting(256, range=POSITIVE_INT, tasks=LM, help="tokens per training window")
+    stride: int | None = setting(
+        None, range=POSITIVE_INT, tasks=LM, help="tokens between window starts (None: block_size)"
+    )
+    valid_fraction: float = setting(
+        0.1, range=PROBABILITY, tasks=LM + CLASSIFY, help="held-out share of the text or TSV file"
+    )
+    train_tsv: str | None = setting(None, tasks=CLASSIFY, help="task 'tsv': training label<TAB>text")
+    valid_tsv: str | None = setting(None, tasks=CLASSIFY, help="task 'tsv': validation label<TAB>text")
+
+    def __post_init__(self) -> None:
+        validate(self, "data")
 
 
 @dataclass
 class ModelSection:
-    """`preset` ('tiny', 'small', 'base', 'big') plus any `ModelConfig` field to override.
+    """`preset` plus any `ModelConfig` field to override.
 
     Vocabulary sizes come from the tokenizer; `vocab_size` is never set here.
     """
 
-    preset: str = "small"
-    overrides: dict[str, Any] = field(default_factory=dict)
+    preset: str = setting("small", choices=PRESETS, help="the sizes to start from (Table 3)")
+    overrides: dict[str, Any] = setting(default_factory=dict, help="ModelConfig fields, checked by it")
+
+    def __post_init__(self) -> None:
+        validate(self, "model")
 
 
 @dataclass
@@ -96,40 +135,55 @@ class TrainConfig:
     (`aiayn.training.precision`).
     """
 
-    max_steps: int | None = None
-    max_epochs: int | None = None
-    max_minutes: float | None = None
-    schedule_follows_budget: bool = True
-    batch_tokens: int = 4096
-    accumulate: int = 1
-    schedule: str = "noam"
-    lr_scale: float = 1.0
-    lr: float = 1e-3
-    min_lr: float = 0.0
-    warmup: int = 4000
-    label_smoothing: float = 0.1
-    adam_beta1: float = 0.9
-    adam_beta2: float = 0.98
-    adam_eps: float = 1e-9
-    weight_decay: float = 0.0
-    clip_grad_norm: float | None = 1.0
-    precision: str = "auto"
-    device: str = "auto"
-    dist_backend: str = "auto"  # under torchrun: 'nccl' on CUDA, 'gloo' on CPU ('auto'), or forced
-    threads: int | None = None
-    seed: int = 1
-    log_every: int = 50
-    eval_every: int = 500
-    keep_checkpoints: int = 5
-    early_stopping_patience: int | None = None
-    validation_metric: str = "loss"
-    bleu_max_sentences: int | None = 500
-    bleu_beam: int = 1
-    test_max_sentences: int | None = None
-    test_beam: int = 4
-    test_alpha: float = 0.6
-    max_bad_steps: int = 10
-    progress_bar: bool = True
+    max_steps: int | None = setting(None, range=POSITIVE_INT, help="stop after this many steps")
+    max_epochs: int | None = setting(None, range=POSITIVE_INT, help="stop after this many epochs")
+    max_minutes: float | None = setting(None, range=POSITIVE, help="stop after this much wall-clock time")
+    schedule_follows_budget: bool = setting(True, help="the learning-rate decay follows the clock too")
+    batch_tokens: int = setting(4096, range=POSITIVE_INT, help="padded positions per batch, at most")
+    accumulate: int = setting(1, range=POSITIVE_INT, help="batches per optimiser step")
+    schedule: str = setting(
+        "noam", choices=("noam", "inverse_sqrt", "cosine", "constant"), help="learning-rate schedule"
+    )
+    lr_scale: float = setting(1.0, range=POSITIVE, help="factor on the noam schedule (Sec. 5.3)")
+    lr: float = setting(1e-3, range=POSITIVE, help="peak learning rate of inverse_sqrt, cosine, constant")
+    min_lr: float = setting(0.0, range=NON_NEGATIVE, help="learning rate at the end of the decay")
+    warmup: int = setting(4000, range=NON_NEGATIVE_INT, help="warmup steps ('noam' needs >= 1)")
+    label_smoothing: float = setting(0.1, range=PROBABILITY, help="epsilon_ls (Sec. 5.4)")
+    adam_beta1: float = setting(0.9, range=PROBABILITY, help="Adam beta_1 (Sec. 5.3)")
+    adam_beta2: float = setting(0.98, range=PROBABILITY, help="Adam beta_2 (Sec. 5.3)")
+    adam_eps: float = setting(1e-9, range=POSITIVE, help="Adam epsilon (Sec. 5.3)")
+    weight_decay: float = setting(0.0, range=NON_NEGATIVE, help="AdamW weight decay")
+    clip_grad_norm: float | None = setting(1.0, range=POSITIVE, help="gradient norm clip (None: off)")
+    precision: str = setting("auto", choices=("auto", "fp32", "bf16"), help="'auto' measures both")
+    device: str = setting("auto", help="'auto', 'cpu', 'cuda', 'cuda:1', 'mps'...")
+    dist_backend: str = setting(
+        "auto", choices=("auto", "gloo", "nccl"), help="under torchrun: 'auto' is nccl on CUDA, else gloo"
+    )
+    threads: int | None = setting(None, range=POSITIVE_INT, help="CPU threads (None: PyTorch's choice)")
+    seed: int = setting(1, range=NON_NEGATIVE_INT, help="seed of initialisation, dropout and batch order")
+    log_every: int = setting(50, range=POSITIVE_INT, help="steps between log lines")
+    eval_every: int = setting(500, range=POSITIVE_INT, help="steps between validations and checkpoints")
+    keep_checkpoints: int = setting(5, range=POSITIVE_INT, help="checkpoints kept (for averaging, Sec. 6.1)")
+    early_stopping_patience: int | None = setting(
+        None, range=POSITIVE_INT, help="validations without improvement before stopping (None: never)"
+    )
+    validation_metric: str = setting(
+        "loss", help="the metric that picks the best model (checked against the task's metrics)"
+    )
+    bleu_max_sentences: int | None = setting(
+        500, range=NON_NEGATIVE_INT, help="validation sentences decoded for BLEU (None: all)"
+    )
+    bleu_beam: int = setting(1, range=POSITIVE_INT, help="beam size of validation decoding")
+    test_max_sentences: int | None = setting(
+        None, range=NON_NEGATIVE_INT, help="test sentences decoded at the end (None: all)"
+    )
+    test_beam: int = setting(4, range=POSITIVE_INT, help="beam size of the final test (Sec. 6.1)")
+    test_alpha: float = setting(0.6, range=Range(low=0, high=10), help="length penalty alpha (Sec. 6.1)")
+    max_bad_steps: int = setting(10, range=POSITIVE_INT, help="consecutive non-finite steps before stopping")
+    progress_bar: bool = setting(True, help="a progress bar on a terminal")
+
+    def __post_init__(self) -> None:
+        validate(self, "train")
 
 
 @dataclass
@@ -152,68 +206,10 @@ class RunConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
-CHOICES = {
-    ("train", "schedule"): ("noam", "inverse_sqrt", "cosine", "constant"),
-    ("train", "precision"): ("auto", "fp32", "bf16"),
-    ("train", "dist_backend"): ("auto", "gloo", "nccl"),
-}
 # `train.validation_metric` is checked against the task's metrics (`aiayn.training.task`).
 
 TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
 """`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
-
-DEPRECATED_KEYS = {("data", "max_len"): "max_sentence_tokens"}
-"""Old spellings of renamed keys, (section, old key) -> new key: still read, with a warning."""
-
-
-def _current_key(section: str, key: str) -> str:
-    """`key`, or its new name when it is a deprecated spelling (logging a warning)."""
-    new = DEPRECATED_KEYS.get((section, key))
-    if new is None:
-        return key
-    log.warning("config key %s.%s is deprecated; it is now called %s.%s", section, key, section, new)
-    return new
-
-
-def _rename_deprecated(data: dict[str, Any], section: str) -> dict[str, Any]:
-    """`data` (one section) with deprecated keys under their new names; both given is an error."""
-    renamed: dict[str, Any] = {}
-    for key, value in data.items():
-        current = _current_key(section, key) if isinstance(key, str) else key
-        if current != key and current in data:
-            raise ConfigError(
-                f"{section}.{key} and {section}.{current} are the same setting ({section}.{key} is "
-                f"its deprecated name); give only {section}.{current}"
-            )
-        renamed[current] = value
-    return renamed
-
-
-def _check_range(section: str, name: str, value: Any) -> None:
-    allowed = RANGES.get((section, name))
-    if allowed is not None and value is not None:
-        allowed.check(f"{section}.{name}", value)
-
-
-def _check_type(where: str, value: Any, annotation: Any) -> Any:
-    """Check (and gently coerce int -> float) one value against a field annotation."""
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(annotation)
-        if value is None and type(None) in options:
-            return None
-        annotation = next(a for a in options if a is not type(None))
-    if annotation is float and isinstance(value, int) and not isinstance(value, bool):
-        return float(value)
-    if annotation is float and isinstance(value, str):
-        try:  # PyYAML reads "5e-4" (no dot) as a string
-            return float(value)
-        except ValueError:
-            pass
-    basic = annotation in (int, float, str, bool)
-    if basic and (not isinstance(value, annotation) or (annotation is int and isinstance(value, bool))):
-        raise ConfigError(f"{where} must be {annotation.__name__}, got {value!r}")
-    return value
 
 
 def _check_keys(data: dict[Any, Any], where: str) -> None:
@@ -224,46 +220,29 @@ def _check_keys(data: dict[Any, Any], where: str) -> None:
 
 
 def _build(cls: type, data: Any, where: str) -> Any:
+    """`cls` from one section's mapping: unknown keys are an error listing the valid ones; the
+    values are checked by the dataclass itself (`aiayn.settings.validate`)."""
     if not isinstance(data, dict):
-        raise ConfigError(f"{where or 'config'} must be a mapping, got {data!r}")
-    _check_keys(data, where or "config")
-    data = _rename_deprecated(data, where)
-    hints = typing.get_type_hints(cls)
+        raise ConfigError(f"{where} must be a mapping, got {data!r}")
+    _check_keys(data, where)
     names = [f.name for f in dataclasses.fields(cls)]
     unknown = sorted(set(data) - set(names))
     if unknown:
         raise ConfigError(
-            f"unknown key(s) {', '.join(where + '.' + k if where else k for k in unknown)}; "
-            f"valid keys{' in ' + where if where else ''}: {', '.join(names)}"
+            f"unknown key(s) {', '.join(where + '.' + k for k in unknown)}; "
+            f"valid keys in {where}: {', '.join(names)}"
         )
-    kwargs = {}
-    for name, value in data.items():
-        path = f"{where}.{name}" if where else name
-        kwargs[name] = _check_type(path, value, hints[name])
-        _check_range(where, name, kwargs[name])
-        choices = CHOICES.get((where, name))
-        if choices and kwargs[name] not in choices:
-            raise ConfigError(f"{path} must be one of {', '.join(choices)}; got {value!r}")
-    return cls(**kwargs)
+    return cls(**data)
 
 
-def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    """Validate a nested dict (as read from YAML) into a `RunConfig`."""
-    if data is None:
-        data = {}
+def _model_section(data: Any) -> ModelSection:
+    """The `model` section: a preset and `ModelConfig` overrides, checked as the model will see
+    them (the vocabulary sizes and special-token ids come from the tokenizer later)."""
     if not isinstance(data, dict):
-        raise ConfigError(f"a config must be a mapping with data/model/train sections, got {data!r}")
-    _check_keys(data, "config")
-    unknown = sorted(set(data) - {"data", "model", "train"})
-    if unknown:
-        raise ConfigError(f"unknown section(s) {', '.join(unknown)}; valid sections: data, model, train")
-    if not isinstance(data.get("model") or {}, dict):
-        raise ConfigError(f"model must be a mapping, got {data['model']!r}")
-    model = dict(data.get("model") or {})
+        raise ConfigError(f"model must be a mapping, got {data!r}")
+    model = dict(data)
     _check_keys(model, "model")
     preset = model.pop("preset", "small")
-    from aiayn.model import ModelConfig  # the valid override names are ModelConfig's fields
-
     valid = {f.name for f in dataclasses.fields(ModelConfig)} - {"src_vocab_size", "tgt_vocab_size"}
     from_tokenizer = sorted(set(model) & set(TOKENIZER_IDS))
     if from_tokenizer:
@@ -278,17 +257,37 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
             f"unknown key(s) {', '.join('model.' + k for k in bad)}; valid keys in model: "
             f"preset, {', '.join(sorted(valid))}"
         )
-    hints = typing.get_type_hints(ModelConfig)
-    for name, value in model.items():  # "1e-6" (a YAML string) -> 1e-6, then the range
-        model[name] = _check_type(f"model.{name}", value, hints[name])
-        _check_range("model", name, model[name])
-    try:  # types and ranges, as the model will see them (vocabulary sizes come later)
-        ModelConfig.preset(preset, **model)
+    section = ModelSection(preset=preset, overrides=check_settings(ModelConfig, model, "model"))
+    try:  # what relates two fields (d_model divisible by num_heads)
+        ModelConfig.preset(section.preset, **section.overrides)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"model: {error}") from None
+    return section
+
+
+def _log_unread_data_fields(data: DataConfig) -> None:
+    """Log each `data` field set (to other than its default) that the task does not read."""
+    kind = TASKS[data.task]
+    for field_ in dataclasses.fields(DataConfig):
+        tasks = field_tasks(field_)
+        default = field_.default if field_.default is not dataclasses.MISSING else field_.default_factory()
+        if tasks is not None and kind not in tasks and getattr(data, field_.name) != default:
+            log.warning("data.%s is not read by task %r (%s); ignored", field_.name, data.task, kind)
+
+
+def config_from_dict(data: dict[str, Any]) -> RunConfig:
+    """Validate a nested dict (as read from YAML) into a `RunConfig`."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"a config must be a mapping with data/model/train sections, got {data!r}")
+    _check_keys(data, "config")
+    unknown = sorted(set(data) - {"data", "model", "train"})
+    if unknown:
+        raise ConfigError(f"unknown section(s) {', '.join(unknown)}; valid sections: data, model, train")
     config = RunConfig(
         data=_build(DataConfig, data.get("data") or {}, "data"),
-        model=ModelSection(preset=preset, overrides=model),
+        model=_model_section(data.get("model") or {}),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
     if config.train.schedule == "noam" and config.train.warmup < 1:
@@ -296,15 +295,21 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     if not config.data.tokenizer.strip():
         raise ConfigError("data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name")
     config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
+    _log_unread_data_fields(config.data)
     return config
 
 
+SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+"""The dataclass whose fields each section holds (`model` also takes `preset`)."""
+
+
 def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
-    """Apply `section.key=value` overrides (value parsed as YAML) to a nested dict."""
+    """Apply `section.key=value` overrides to a nested dict: the value is read as YAML, except
+    that a string field takes the text as written (`data.src_lang=no`)."""
     for section, value in (data or {}).items():
         if value is not None and not isinstance(value, dict):
             raise ConfigError(f"section {section!r} must be a mapping of keys to values, got {value!r}")
-    data = {k: _rename_deprecated(dict(v or {}), k) for k, v in (data or {}).items()}
+    data = {k: dict(v or {}) for k, v in (data or {}).items()}
     for item in overrides:
         if "=" not in item:
             raise ConfigError(f"--set expects section.key=value, got {item!r}")
@@ -312,12 +317,13 @@ def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any
         parts = path.strip().split(".")
         if len(parts) != 2:
             raise ConfigError(f"--set expects a dotted path section.key, got {path!r}")
-        section, key = parts[0], _current_key(*parts)
+        section, key = parts
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError as error:
             raise ConfigError(f"--set {item!r}: value is not valid YAML ({error})") from None
-        data.setdefault(section, {})[key] = value
+        cls = ModelSection if (section, key) == ("model", "preset") else SECTIONS.get(section)
+        data.setdefault(section, {})[key] = text_value(cls, key, raw, value) if cls else value
     return data
 
 

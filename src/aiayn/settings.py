@@ -1,0 +1,166 @@
+"""Settings declared once: type, default, range or choices and help text beside the field.
+
+Every configuration dataclass (`ModelConfig`, and the `data` and `train` sections of a run's
+config in `aiayn.training.config`) declares each field with `setting()`; its annotation is the
+type, and `check_settings()` is the one validator that reads them all: it converts what YAML
+and `--set` give (an int where a float is wanted, a "5e-4" that YAML reads as a string) and
+refuses a wrong type, a number outside its range or a string outside its choices with a
+`ConfigError` naming the key (`train.lr must be a finite number > 0, got nan`).
+
+To add a setting, write one line in its dataclass, and nothing anywhere else:
+
+    warmup_share: float | None = setting(
+        None, range=PROBABILITY, help="share of the budget spent warming up (None: `warmup` steps)"
+    )
+
+- a number (`int` or `float`, optionally `| None`) must have a `range` (an `aiayn.ranges.Range`;
+  `None` stays allowed when the type has it); an integer field takes an integer range
+  (`POSITIVE_INT`, `NON_NEGATIVE_INT`, `Range(low=.., high=.., integer=True)`);
+- a string with a fixed set of values has `choices`;
+- `help` says what it is (shown by `describe_settings`);
+- a `data` field names the tasks that read it (`tasks=("translation", "lm", "classify")`).
+The test `tests/test_settings.py` fails for a number without a range. Checks that relate two
+fields (d_model divisible by num_heads) stay in the dataclass's `__post_init__`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from typing import Any
+
+from aiayn.errors import ConfigError
+from aiayn.ranges import Range
+
+_MISSING: Any = dataclasses.MISSING
+
+
+def setting(
+    default: Any = _MISSING,
+    *,
+    default_factory: Any = _MISSING,
+    range: Range | None = None,
+    choices: tuple[str, ...] | None = None,
+    help: str = "",
+    tasks: tuple[str, ...] | None = None,
+) -> Any:
+    """A dataclass field with its range or choices, help text and (for `data`) the tasks that
+    read it, kept in the field's metadata for `check_settings`."""
+    metadata = {"range": range, "choices": choices, "help": help, "tasks": tasks}
+    if default_factory is not _MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def field_range(field: dataclasses.Field) -> Range | None:
+    """The declared range of a numeric field, or None."""
+    return field.metadata.get("range")
+
+
+def field_choices(field: dataclasses.Field) -> tuple[str, ...] | None:
+    """The declared choices of an enumerated string field, or None."""
+    return field.metadata.get("choices")
+
+
+def field_tasks(field: dataclasses.Field) -> tuple[str, ...] | None:
+    """The tasks that read a `data` field (None: not declared, i.e. every task)."""
+    return field.metadata.get("tasks")
+
+
+def value_types(annotation: Any) -> tuple[set[Any], bool]:
+    """The types a field's annotation allows besides None, and whether None is allowed."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        options = set(typing.get_args(annotation))
+        return options - {type(None)}, type(None) in options
+    return {annotation}, False
+
+
+def is_numeric(annotation: Any) -> bool:
+    """Whether a field holds a number (int or float, possibly None; bool is not a number)."""
+    kinds, _ = value_types(annotation)
+    return bool(kinds & {int, float}) and bool not in kinds
+
+
+def is_text(annotation: Any) -> bool:
+    """Whether a field holds a string (possibly None)."""
+    kinds, _ = value_types(annotation)
+    return kinds == {str}
+
+
+def _convert(key: str, value: Any, annotation: Any) -> Any:
+    """`value` as the annotation's type: ints become floats where a float is wanted, a YAML
+    string like "5e-4" a float; anything else of the wrong basic type is a `ConfigError`."""
+    kinds, optional = value_types(annotation)
+    if value is None and optional:
+        return None
+    kind = next(iter(kinds)) if len(kinds) == 1 else None
+    if kind is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if kind is float and isinstance(value, str):
+        try:  # PyYAML reads "5e-4" (no dot) as a string
+            return float(value)
+        except ValueError:
+            pass
+    wrong = kind in (int, float, str, bool) and not isinstance(value, kind)
+    if wrong or (kind is int and isinstance(value, bool)):
+        raise ConfigError(f"{key} must be {kind.__name__}, got {value!r}")
+    return value
+
+
+def check_setting(key: str, value: Any, field: dataclasses.Field, annotation: Any) -> Any:
+    """One value checked against its field: the converted value, or a `ConfigError` naming
+    `key` (the field as the user wrote it: `train.lr`, `model.dropout`, `ModelConfig.d_model`)."""
+    value = _convert(key, value, annotation)
+    allowed = field_range(field)
+    if allowed is not None and value is not None:
+        allowed.check(key, value)
+    choices = field_choices(field)
+    if choices is not None and value is not None and value not in choices:
+        raise ConfigError(f"{key} must be one of {', '.join(choices)}; got {value!r}")
+    return value
+
+
+def check_settings(cls: type, values: dict[str, Any], where: str) -> dict[str, Any]:
+    """`values` (field name -> value, a subset of `cls`'s fields) checked and converted, each
+    error naming `where.name`. Unknown names are left to the caller (it knows their context)."""
+    fields = {field.name: field for field in dataclasses.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    return {
+        name: check_setting(f"{where}.{name}", value, fields[name], hints[name]) if name in fields else value
+        for name, value in values.items()
+    }
+
+
+def validate(instance: Any, where: str) -> None:
+    """Check (and convert in place) every field of a dataclass instance; for `__post_init__`."""
+    values = {field.name: getattr(instance, field.name) for field in dataclasses.fields(instance)}
+    for name, value in check_settings(type(instance), values, where).items():
+        if value is not values[name]:  # converted (0 -> 0.0)
+            object.__setattr__(instance, name, value)
+
+
+def text_value(cls: type, name: str, text: str, parsed: Any) -> Any:
+    """A command-line value (`--set section.name=text`, `parsed` its YAML reading) as the field
+    wants it: a string field keeps the text as written (`--set data.src_lang=no` is Norwegian,
+    not YAML's false), every other field the YAML value."""
+    hints = typing.get_type_hints(cls)
+    if name in hints and is_text(hints[name]) and parsed is not None and not isinstance(parsed, str):
+        return text.strip()
+    return parsed
+
+
+def describe_settings(cls: type, where: str) -> list[str]:
+    """One line per field: `where.name: type = default (range or choices) - help`."""
+    hints = typing.get_type_hints(cls)
+    lines = []
+    for field in dataclasses.fields(cls):
+        default = field.default if field.default is not _MISSING else field.default_factory()
+        allowed = field_range(field)
+        choices = field_choices(field)
+        bound = allowed.describe() if allowed else ("one of " + ", ".join(choices) if choices else "")
+        kind = getattr(hints[field.name], "__name__", str(hints[field.name]))
+        line = f"{where}.{field.name}: {kind} = {default!r}" + (f" ({bound})" if bound else "")
+        help_text = field.metadata.get("help")
+        lines.append(line + (f" - {help_text}" if help_text else ""))
+    return lines
