@@ -12,7 +12,9 @@ TINY_FIELDS = {
     "train.batch_tokens": 256, "train.max_steps": 4, "train.eval_every": 2, "train.max_minutes": "null",
     "train.progress_bar": "false", "train.warmup": 2, "train.threads": 1,
 }  # fmt: skip
-BRACKET_FIELDS = {"data.num_train": 200, "data.num_valid": 30, "data.num_test": 30, "data.max_len": 12}
+BRACKET_FIELDS = {
+    "data.num_train": 200, "data.num_valid": 30, "data.num_test": 30, "data.max_sentence_tokens": 12,
+}  # fmt: skip
 
 
 def overrides(fields: dict) -> list[str]:

@@ -37,7 +37,7 @@ def tiny_train_config(**train) -> dict:
             "num_valid": 8,
             "num_test": 0,
             "tokenizer": "char",
-            "max_len": 20,
+            "max_sentence_tokens": 20,
         },
         "model": {
             "preset": "tiny",

@@ -18,7 +18,7 @@ def tiny_config(**train) -> dict:
             "num_valid": 40,
             "num_test": 20,
             "tokenizer": "char",
-            "max_len": 40,
+            "max_sentence_tokens": 40,
         },
         "model": {"preset": "tiny", "dropout": 0.1, "max_len": 64},
         "train": {

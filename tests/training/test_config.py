@@ -99,22 +99,18 @@ def test_wmt14_configs_follow_the_paper(name, preset, keep, steps):
     assert config.data.train_src == "wmt14_en_de/train.en" and config.data.task == "files"
 
 
-def test_data_max_len_is_a_deprecated_alias_of_max_sentence_tokens(tmp_path, caplog):
-    """`data.max_len` (the old spelling) still works, with a warning; `model.max_len` is untouched."""
+def test_data_max_len_is_an_unknown_key(tmp_path):
+    """`data.max_len` (the spelling before `data.max_sentence_tokens`, never released) is an
+    unknown key like any other, in a file and with --set; `model.max_len` is the positional table."""
     path = tmp_path / "old.yaml"
     path.write_text("data:\n  max_len: 33\nmodel:\n  max_len: 70\n")
-    with caplog.at_level("WARNING", logger="aiayn"):
-        config = load_config(path)
-    assert config.data.max_sentence_tokens == 33 and config.model.overrides == {"max_len": 70}
-    assert "data.max_len is deprecated; it is now called data.max_sentence_tokens" in caplog.text
-    assert "max_len" not in config.to_dict()["data"]  # written back under the new name
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="aiayn"):
-        assert load_config(path, ["data.max_len=20"]).data.max_sentence_tokens == 20  # --set, old name
-        assert load_config(path, ["data.max_sentence_tokens=21"]).data.max_sentence_tokens == 21
-    assert config_from_dict({"data": {"max_len": 9}}).data.max_sentence_tokens == 9
-    with pytest.raises(ConfigError, match="same setting"):
-        config_from_dict({"data": {"max_len": 9, "max_sentence_tokens": 10}})
+    unknown = r"unknown key\(s\) data.max_len; valid keys in data: .*max_sentence_tokens"
+    with pytest.raises(ConfigError, match=unknown):
+        load_config(path)
+    with pytest.raises(ConfigError, match=r"unknown key\(s\) data.max_len"):
+        load_config(None, ["data.max_len=20"])
+    config = load_config(None, ["data.max_sentence_tokens=21", "model.max_len=70"])
+    assert config.data.max_sentence_tokens == 21 and config.model.overrides["max_len"] == 70
 
 
 def test_validation_metric_is_checked_against_the_task():

@@ -21,7 +21,7 @@ from aiayn.data.paths import data_root
 REPO = Path(__file__).resolve().parents[2]
 QUICK = {
     "model.preset": "tiny", "model.dropout": 0.1, "model.max_len": 64,
-    "data.vocab_size": 2000, "data.max_len": 40,
+    "data.vocab_size": 2000, "data.max_sentence_tokens": 40,
     "train.max_steps": 200, "train.warmup": 40, "train.lr": 0.002, "train.batch_tokens": 1500,
     "train.eval_every": 100, "train.bleu_max_sentences": 20, "train.test_max_sentences": 20,
     "train.threads": 1,
