@@ -112,7 +112,7 @@ def edit_config(model_dir: Path, edit) -> None:
         (lambda d: d["config"].update(num_decoder_layers=2), "tensor 'decoder.layers.1."),
         (lambda d: d["config"].update(num_decoder_layers=0), "unexpected tensor 'decoder.layers.0."),
         (lambda d: d.update(surprise=1), "unexpected keyword argument 'surprise'"),
-        (lambda d: d["config"].update(d_model="wide"), "d_model must be a positive integer"),
+        (lambda d: d["config"].update(d_model="wide"), "ModelConfig.d_model must be int, got 'wide'"),
         (lambda d: d.update(format_version=99), "format_version 99 is not supported"),
     ],
     ids=["vocab-size", "width", "missing-layer", "extra-layer", "extra-key", "bad-value", "newer-format"],

@@ -35,14 +35,14 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import make_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import EncoderOnly, ModelConfig
-from aiayn.training.config import DataConfig, RunConfig
+from aiayn.training.config import TASKS, DataConfig, RunConfig
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
 
 log = logging.getLogger(__name__)
 
 ACCURACY = Metric("accuracy", higher_is_better=True)
-CLASSIFY_TASKS = ("brackets", "tsv")
+CLASSIFY_TASKS = tuple(name for name, kind in TASKS.items() if kind == "classify")  # brackets, tsv
 
 
 @dataclass
@@ -72,9 +72,8 @@ def read_splits(data: DataConfig) -> tuple[dict[str, list[Example]], list[str]]:
     labels = label_names(train, str(train_path))
     if data.valid_tsv:
         valid = read_tsv(resolve_data_file(data.valid_tsv, "TSV file"), labels)
-    elif not 0.0 <= data.valid_fraction < 1.0:
-        raise ConfigError(f"data.valid_fraction must be in [0, 1), got {data.valid_fraction!r}")
-    else:
+    else:  # data.valid_fraction is in [0, 1): DataConfig checks its fields
+
         random.Random(f"aiayn-classify-{data.seed}").shuffle(train)
         cut = len(train) - int(len(train) * data.valid_fraction)
         train, valid = train[:cut], train[cut:]

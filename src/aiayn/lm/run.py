@@ -59,14 +59,10 @@ def check_lm_config(data: DataConfig) -> None:
             f"data.tokenizer for a language model must be one of {', '.join(LM_TOKENIZERS)}, "
             f"a tokenizer.json or a Hub name; got {data.tokenizer!r}"
         )
-    if data.block_size < 1:
-        raise ConfigError(f"data.block_size must be >= 1, got {data.block_size}")
     if data.stride is not None and not 1 <= data.stride <= data.block_size:
         raise ConfigError(
             f"data.stride must be between 1 and data.block_size ({data.block_size}), got {data.stride}"
         )
-    if not 0.0 <= data.valid_fraction < 1.0:
-        raise ConfigError(f"data.valid_fraction must be in [0, 1), got {data.valid_fraction!r}")
 
 
 def prepare_lm_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> LMData:
