@@ -16,7 +16,7 @@ from aiayn.model import ModelConfig
 from aiayn.ranges import Range
 from aiayn.settings import describe_settings, field_choices, field_range, field_tasks, is_numeric, is_text
 from aiayn.training.config import (
-    TASKS,
+    TASK_KINDS,
     TOKENIZER_IDS,
     DataConfig,
     ModelSection,
@@ -89,7 +89,7 @@ def test_every_number_has_its_range_and_every_string_its_choices_declared_beside
             paths = field.name.endswith(("_src", "_tgt", "_tsv", "_file"))
             if is_text(annotation) and not paths and (section, field.name) not in FREE_TEXT:
                 assert field_choices(field), f"{section}.{field.name} is a string without choices"
-    assert field_choices(field_of("data", "task")) == tuple(TASKS)
+    assert field_choices(field_of("data", "task")) == tuple(TASK_KINDS)
 
 
 @pytest.mark.parametrize(("section", "name"), numeric_fields(), ids="{0[0]}.{0[1]}".format)
@@ -150,7 +150,7 @@ def test_dataclasses_check_themselves():
 
 
 def test_every_data_field_names_the_tasks_that_read_it():
-    kinds = set(TASKS.values())
+    kinds = set(TASK_KINDS.values())
     assert kinds == {"translation", "lm", "classify"}
     for field in dataclasses.fields(DataConfig):
         tasks = field_tasks(field)

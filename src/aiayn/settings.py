@@ -19,13 +19,20 @@ To add a setting, write one line in its dataclass, and nothing anywhere else:
 - a string with a fixed set of values has `choices`;
 - `help` says what it is (shown by `describe_settings`);
 - a `data` field names the tasks that read it (`tasks=("translation", "lm", "classify")`).
-The test `tests/test_settings.py` fails for a number without a range. Checks that relate two
-fields (d_model divisible by num_heads) stay in the dataclass's `__post_init__`.
+It is then a YAML key and a `--set` path (`train.warmup_share=0.05`, converted by its type), and
+`tests/test_settings.py` checks it: a number without a range fails, so does a string without
+choices unless the test's `FREE_TEXT` says why it takes any text, and a value outside the range
+must be refused naming the key. A setting written the older way (a bare `name: float = 0.05`
+and an entry in a `(section, key) -> Range` table) moves to this form unchanged in meaning:
+the table's `Range` becomes `range=`. A new config dataclass calls `validate(self, "section")`
+in its `__post_init__`; checks that relate two fields (d_model divisible by num_heads) follow it
+there.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any
@@ -121,11 +128,16 @@ def check_setting(key: str, value: Any, field: dataclasses.Field, annotation: An
     return value
 
 
+@functools.cache
+def _fields(cls: type) -> tuple[dict[str, dataclasses.Field], dict[str, Any]]:
+    """A dataclass's fields by name, and their resolved annotations."""
+    return {field.name: field for field in dataclasses.fields(cls)}, typing.get_type_hints(cls)
+
+
 def check_settings(cls: type, values: dict[str, Any], where: str) -> dict[str, Any]:
     """`values` (field name -> value, a subset of `cls`'s fields) checked and converted, each
     error naming `where.name`. Unknown names are left to the caller (it knows their context)."""
-    fields = {field.name: field for field in dataclasses.fields(cls)}
-    hints = typing.get_type_hints(cls)
+    fields, hints = _fields(cls)
     return {
         name: check_setting(f"{where}.{name}", value, fields[name], hints[name]) if name in fields else value
         for name, value in values.items()
@@ -144,7 +156,7 @@ def text_value(cls: type, name: str, text: str, parsed: Any) -> Any:
     """A command-line value (`--set section.name=text`, `parsed` its YAML reading) as the field
     wants it: a string field keeps the text as written (`--set data.src_lang=no` is Norwegian,
     not YAML's false), every other field the YAML value."""
-    hints = typing.get_type_hints(cls)
+    _, hints = _fields(cls)
     if name in hints and is_text(hints[name]) and parsed is not None and not isinstance(parsed, str):
         return text.strip()
     return parsed

@@ -35,14 +35,14 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import make_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import EncoderOnly, ModelConfig
-from aiayn.training.config import TASKS, DataConfig, RunConfig
+from aiayn.training.config import TASK_KINDS, DataConfig, RunConfig
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
 
 log = logging.getLogger(__name__)
 
 ACCURACY = Metric("accuracy", higher_is_better=True)
-CLASSIFY_TASKS = tuple(name for name, kind in TASKS.items() if kind == "classify")  # brackets, tsv
+CLASSIFY_TASKS = tuple(name for name, kind in TASK_KINDS.items() if kind == "classify")  # brackets, tsv
 
 
 @dataclass

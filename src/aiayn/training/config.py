@@ -29,7 +29,7 @@ from aiayn.settings import check_settings, field_tasks, setting, text_value, val
 log = logging.getLogger(__name__)
 
 
-TASKS = {
+TASK_KINDS = {
     **{name: "translation" for name in ("copy", "reverse", "dates", "multi30k", "files")},
     "text": "lm",
     "brackets": "classify",
@@ -54,7 +54,9 @@ class DataConfig:
     looked up under the data root.
     """
 
-    task: str = setting("dates", choices=tuple(TASKS), tasks=EVERY_TASK, help="where the examples come from")
+    task: str = setting(
+        "dates", choices=tuple(TASK_KINDS), tasks=EVERY_TASK, help="where the examples come from"
+    )
     seed: int = setting(
         1, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="seed of the generated examples"
     )
@@ -206,8 +208,6 @@ class RunConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
-# `train.validation_metric` is checked against the task's metrics (`aiayn.training.task`).
-
 TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
 """`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
 
@@ -267,7 +267,7 @@ def _model_section(data: Any) -> ModelSection:
 
 def _log_unread_data_fields(data: DataConfig) -> None:
     """Log each `data` field set (to other than its default) that the task does not read."""
-    kind = TASKS[data.task]
+    kind = TASK_KINDS[data.task]
     for field_ in dataclasses.fields(DataConfig):
         tasks = field_tasks(field_)
         default = field_.default if field_.default is not dataclasses.MISSING else field_.default_factory()
