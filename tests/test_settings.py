@@ -147,6 +147,13 @@ def test_dataclasses_check_themselves():
     assert ModelConfig(dropout=0).dropout == 0.0
     with pytest.raises(ValueError, match="ModelConfig.d_model must be int, got 64.0"):
         ModelConfig(d_model=64.0)
+    # what relates two fields is checked beside the ranges, however the dataclass is made
+    with pytest.raises(ConfigError, match=r"data.stride must be between 1 and data.block_size \(8\), got 9"):
+        DataConfig(task="text", block_size=8, stride=9)
+    with pytest.raises(ConfigError, match="train.warmup must be >= 1 for the noam schedule, got 0"):
+        TrainConfig(schedule="noam", warmup=0)
+    with pytest.raises(ConfigError, match="data.tokenizer must be bpe, char, byte_bpe"):
+        DataConfig(tokenizer=" ")
 
 
 def test_every_data_field_names_the_tasks_that_read_it():

@@ -59,10 +59,6 @@ def check_lm_config(data: DataConfig) -> None:
             f"data.tokenizer for a language model must be one of {', '.join(LM_TOKENIZERS)}, "
             f"a tokenizer.json or a Hub name; got {data.tokenizer!r}"
         )
-    if data.stride is not None and not 1 <= data.stride <= data.block_size:
-        raise ConfigError(
-            f"data.stride must be between 1 and data.block_size ({data.block_size}), got {data.stride}"
-        )
 
 
 def prepare_lm_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> LMData:

@@ -109,6 +109,14 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         validate(self, "data")
+        if not self.tokenizer.strip():
+            raise ConfigError(
+                "data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name"
+            )
+        if self.stride is not None and self.stride > self.block_size:
+            raise ConfigError(
+                f"data.stride must be between 1 and data.block_size ({self.block_size}), got {self.stride}"
+            )
 
 
 @dataclass
@@ -186,6 +194,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         validate(self, "train")
+        if self.schedule == "noam" and self.warmup < 1:
+            raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {self.warmup}")
 
 
 @dataclass
@@ -290,10 +300,6 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         model=_model_section(data.get("model") or {}),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
-    if config.train.schedule == "noam" and config.train.warmup < 1:
-        raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {config.train.warmup}")
-    if not config.data.tokenizer.strip():
-        raise ConfigError("data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name")
     config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
     _log_unread_data_fields(config.data)
     return config
