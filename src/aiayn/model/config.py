@@ -71,11 +71,19 @@ class ModelConfig:
     tie_output: bool = setting(True, help="the pre-softmax projection shares the target embedding (Sec. 3.4)")
     pad_id: int = setting(0, range=NON_NEGATIVE_INT, help="the padding token; padding masks come from it")
     bos_id: int = setting(
-        1, range=NON_NEGATIVE_INT, help="the start token of every decoder input (Sec. 3.1's 'shifted right')"
+        1,
+        range=NON_NEGATIVE_INT,
+        help="the start token of every decoder input (Sec. 3.1's 'shifted right'); model directories "
+        "written before it was stored mean 1",
     )
-    eos_id: int = setting(2, range=NON_NEGATIVE_INT, help="the end token that closes every sequence")
+    eos_id: int = setting(
+        2, range=NON_NEGATIVE_INT, help="the end token that closes every sequence (older directories: 2)"
+    )
     unk_id: int | None = setting(
-        3, range=NON_NEGATIVE_INT, help="the unknown-token symbol, or None (byte-level BPE has none)"
+        3,
+        range=NON_NEGATIVE_INT,
+        help="the unknown-token symbol, or None for vocabularies without one (byte-level BPE); older "
+        "directories: 3",
     )
     layer_norm_eps: float = setting(1e-5, range=POSITIVE, help="epsilon of every LayerNorm")
     extra: dict[str, Any] = setting(
