@@ -63,10 +63,10 @@ def child(args: argparse.Namespace) -> None:
     from aiayn.data.tokenizer import TokenizerPair
     from aiayn.model import Transformer
     from aiayn.training.config import load_config
-    from aiayn.training.data_setup import prepare_data
     from aiayn.training.loss import translation_loss
     from aiayn.training.trainer import Trainer
-    from aiayn.training.translation import build_model_config
+    from aiayn.translation.data import prepare_data
+    from aiayn.translation.task import build_model_config
 
     torch.set_num_threads(args.threads)
     overrides = [f"train.precision={args.precision}", "train.validation_metric=loss"]
@@ -119,7 +119,7 @@ def main() -> None:
         child(args)
         return
     from aiayn.training.config import load_config
-    from aiayn.training.data_setup import prepare_data
+    from aiayn.translation.data import prepare_data
 
     work = Path(tempfile.mkdtemp())
     config = load_config(REPO / "configs" / "multi30k_de_en.yaml")

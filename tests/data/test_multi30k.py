@@ -10,7 +10,7 @@ import pytest
 from aiayn.data import (
     MULTI30K_URL,
     ParallelDataset,
-    build_tokenizers,
+    TokenizerPair,
     data_root,
     filter_pairs,
     load_multi30k,
@@ -156,7 +156,7 @@ def test_real_multi30k_splits():
 
     # From text to batches: a joint BPE round-trips every sentence exactly.
     src_texts, tgt_texts = [s for s, _ in val], [t for _, t in val]
-    pair = build_tokenizers("bpe", src_texts, tgt_texts, vocab_size=2000)
+    pair = TokenizerPair.from_spec("bpe", src_texts, tgt_texts, vocab_size=2000)
     src_ids, tgt_ids = pair.source.encode_batch(src_texts), pair.target.encode_batch(tgt_texts)
     assert pair.source.decode_batch(src_ids) == src_texts
     assert pair.target.decode_batch(tgt_ids) == tgt_texts

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from aiayn.data import Tokenizer, TokenizerPair, build_tokenizers
+from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
 from aiayn.errors import ConfigError, DataError
 
@@ -43,17 +43,17 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCh
 
 @pytest.fixture(scope="module")
 def bpe() -> Tokenizer:
-    return Tokenizer.train_bpe(CORPUS, vocab_size=400)
+    return Tokenizer.train("bpe", CORPUS, vocab_size=400)
 
 
 @pytest.fixture(scope="module")
 def char() -> Tokenizer:
-    return Tokenizer.train_char(CORPUS)
+    return Tokenizer.train("char", CORPUS)
 
 
 @pytest.fixture(scope="module")
 def byte_bpe() -> Tokenizer:
-    return Tokenizer.train_byte_level_bpe(CORPUS, vocab_size=400)
+    return Tokenizer.train("byte_bpe", CORPUS, vocab_size=400)
 
 
 @pytest.fixture(scope="module", params=["bpe", "char", "byte_bpe"])
@@ -137,9 +137,9 @@ def test_tokens_are_subword_strings(bpe):
 
 def test_vocab_size_too_small_is_config_error():
     with pytest.raises(ConfigError):
-        Tokenizer.train_bpe(CORPUS, vocab_size=100)
+        Tokenizer.train("bpe", CORPUS, vocab_size=100)
     with pytest.raises(ConfigError):
-        Tokenizer.train_byte_level_bpe(CORPUS, vocab_size=200)
+        Tokenizer.train("byte_bpe", CORPUS, vocab_size=200)
 
 
 def test_save_load_round_trip(any_tok, tmp_path):
@@ -204,15 +204,15 @@ def test_pair_load_errors(tmp_path, bpe):
         TokenizerPair.load(tmp_path)
 
 
-def test_build_tokenizers_joint_and_separate():
+def test_pair_from_spec_joint_and_separate():
     src, tgt = ["xyz xyz"] * 3, ["abc abc"] * 3
-    joint = build_tokenizers("char", src, tgt, vocab_size=0)
+    joint = TokenizerPair.from_spec("char", src, tgt, vocab_size=0)
     assert joint.is_joint and UNK_ID not in joint.source.encode("xa")
-    separate = build_tokenizers("char", src, tgt, vocab_size=0, joint=False)
+    separate = TokenizerPair.from_spec("char", src, tgt, vocab_size=0, joint=False)
     assert not separate.is_joint
     assert UNK_ID not in separate.source.encode("xyz") and separate.source.encode("a") == [UNK_ID]
     assert UNK_ID not in separate.target.encode("abc") and separate.target.encode("x") == [UNK_ID]
-    bpe = build_tokenizers("bpe", SRC * 10, TGT * 10, vocab_size=320)
+    bpe = TokenizerPair.from_spec("bpe", SRC * 10, TGT * 10, vocab_size=320)
     assert bpe.is_joint and bpe.source.decode(bpe.source.encode(SRC[0])) == SRC[0]
     with pytest.raises(ConfigError, match="bpe, char, byte_bpe"):
-        build_tokenizers("wordpiece", src, tgt, vocab_size=100)
+        Tokenizer.train("wordpiece", src, vocab_size=100)

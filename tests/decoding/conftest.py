@@ -24,7 +24,7 @@ def model_dir(tmp_path_factory):
     from .helpers import tiny_transformer
 
     directory = tmp_path_factory.mktemp("model")
-    tokenizer = Tokenizer.train_char(SOURCES + TARGETS)
+    tokenizer = Tokenizer.train("char", SOURCES + TARGETS)
     model = tiny_transformer(0, vocab_size=tokenizer.vocab_size, max_len=48)
     model.save_pretrained(directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)

@@ -15,11 +15,11 @@ import torch
 
 from aiayn.model import Transformer
 from aiayn.training.config import config_from_dict
-from aiayn.training.data_setup import prepare_data
 from aiayn.training.distributed import distributed_session
 from aiayn.training.loss import translation_loss
 from aiayn.training.trainer import Trainer
-from aiayn.training.translation import build_model_config
+from aiayn.translation.data import prepare_data
+from aiayn.translation.task import build_model_config
 
 CONFIG = {
     "data": {

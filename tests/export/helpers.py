@@ -77,10 +77,10 @@ def make_translation_dir(directory: Path, variant: str, seed: int = 0, **overrid
     fields = variant_config(variant) | overrides
     shared = fields.get("share_embeddings", True)
     if shared:
-        tokenizer = Tokenizer.train_char(SOURCES + TARGETS)
+        tokenizer = Tokenizer.train("char", SOURCES + TARGETS)
         tokenizers = TokenizerPair(tokenizer, tokenizer)
     else:
-        tokenizers = TokenizerPair(Tokenizer.train_char(SOURCES), Tokenizer.train_char(TARGETS))
+        tokenizers = TokenizerPair(Tokenizer.train("char", SOURCES), Tokenizer.train("char", TARGETS))
     torch.manual_seed(seed)
     config = ModelConfig.tiny(
         src_vocab_size=tokenizers.source.vocab_size, tgt_vocab_size=tokenizers.target.vocab_size,
@@ -96,7 +96,7 @@ def make_translation_dir(directory: Path, variant: str, seed: int = 0, **overrid
 
 def make_lm_dir(directory: Path, variant: str, seed: int = 0, **overrides) -> DecoderOnlyLM:
     """A random tiny language model of `variant` with a character tokenizer."""
-    tokenizer = Tokenizer.train_char(SOURCES + TARGETS)
+    tokenizer = Tokenizer.train("char", SOURCES + TARGETS)
     torch.manual_seed(seed)
     config = ModelConfig.tiny(
         src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size, d_model=32,
@@ -124,7 +124,7 @@ def gpt2_layout_tokenizer(texts: list[str]) -> Tokenizer:
                                   show_progress=False)
     hf.train_from_iterator(texts, trainer=trainer)
     hf.add_special_tokens([END_OF_TEXT])
-    return Tokenizer.from_hf(hf, "gpt2-layout")
+    return Tokenizer(hf, origin="gpt2-layout")
 
 
 def specials_last_tokenizer(texts: list[str]) -> Tokenizer:
@@ -137,7 +137,7 @@ def specials_last_tokenizer(texts: list[str]) -> Tokenizer:
     hf = tokenizers.Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]", fuse_unk=False))
     hf.decoder = decoders.Fuse()
     hf.add_special_tokens(["[START]", "[END]"])
-    return Tokenizer.from_hf(hf, "specials-last", names={"bos": "[START]", "eos": "[END]"})
+    return Tokenizer(hf, names={"bos": "[START]", "eos": "[END]"}, origin="specials-last")
 
 
 def save_model_dir(model: nn.Module, tokenizers: TokenizerPair, directory: Path) -> None:

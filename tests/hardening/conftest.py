@@ -193,7 +193,7 @@ def make_model_dir(directory: Path, max_len: int = 16) -> Path:
     from aiayn.data import Tokenizer, TokenizerPair
     from aiayn.model import ModelConfig, Transformer
 
-    tokenizer = Tokenizer.train_char(TOKENIZER_TEXTS)
+    tokenizer = Tokenizer.train("char", TOKENIZER_TEXTS)
     torch.manual_seed(0)
     config = ModelConfig.tiny(
         vocab_size=tokenizer.vocab_size,

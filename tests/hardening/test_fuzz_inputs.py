@@ -94,7 +94,7 @@ json_values = st.recursive(
 
 @pytest.fixture(scope="module")
 def tokenizer_spec() -> dict:
-    return json.loads(Tokenizer.train_char(TOKENIZER_TEXTS).hf.to_str())
+    return json.loads(Tokenizer.train("char", TOKENIZER_TEXTS).hf.to_str())
 
 
 def paths_of(value, prefix=()):

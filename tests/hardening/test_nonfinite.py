@@ -15,11 +15,11 @@ from aiayn.model import Transformer
 from aiayn.training import loss as loss_module
 from aiayn.training.checkpoint import list_checkpoints, load_training_state
 from aiayn.training.config import config_from_dict
-from aiayn.training.data_setup import prepare_data
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.trainer import Trainer
-from aiayn.training.translation import build_model_config
+from aiayn.translation.data import prepare_data
+from aiayn.translation.task import build_model_config
 
 from .conftest import tiny_train_config, write_config
 

@@ -107,7 +107,7 @@ def test_validation_windows_cover_the_held_out_tail(tmp_path):
 
 def test_chunked_encoding_equals_whole_text(monkeypatch):
     text = "".join(f"Line {i}, with some words.\r\n\n" for i in range(50))
-    tokenizer = Tokenizer.train_char([text])
+    tokenizer = Tokenizer.train("char", [text])
     monkeypatch.setattr(lm_dataset, "ENCODE_CHUNK_CHARS", 40)
     assert lm_dataset.encode_text(tokenizer, text) == tokenizer.encode(text)
 

@@ -80,7 +80,7 @@ def test_cached_generation_matches_full_recomputation(lm):
 
 def test_stream_text_never_splits_a_character():
     text = "naïve café — 東京 🙂 " * 20
-    tokenizer = Tokenizer.train_byte_level_bpe([text], vocab_size=300)
+    tokenizer = Tokenizer.train("byte_bpe", [text], vocab_size=300)
     ids = [i for char in text for i in tokenizer.encode(char)]  # many multi-token characters
     assert any(len(tokenizer.encode(char)) > 1 for char in text)
     pieces = list(stream_text(tokenizer, ids))

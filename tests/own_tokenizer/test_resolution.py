@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import pickle
+from pathlib import Path
 
 import pytest
 import tokenizers
 from tokenizers import models
 
-from aiayn.data import Tokenizer, load_tokenizer, make_tokenizer, make_tokenizers
+from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.data.special_tokens import TRAINED_SPECIALS, SpecialTokens
 from aiayn.errors import ConfigError, DataError
 
@@ -26,7 +27,7 @@ def gpt2_file(tmp_path_factory):
 
 def test_gpt2_layout_defaults(gpt2_file, caplog):
     with caplog.at_level(logging.INFO, logger="aiayn"):
-        tokenizer = load_tokenizer(str(gpt2_file))
+        tokenizer = Tokenizer.load(str(gpt2_file))
     end = tokenizer.hf.token_to_id(END_OF_TEXT)
     # <|endoftext|> is both bos and eos; no unk; a padding token appended after it.
     assert tokenizer.specials == SpecialTokens(pad_id=end + 1, bos_id=end, eos_id=end, unk_id=None)
@@ -35,7 +36,7 @@ def test_gpt2_layout_defaults(gpt2_file, caplog):
 
 
 def test_ids_0_to_3_are_ordinary_characters(gpt2_file):
-    tokenizer = load_tokenizer(str(gpt2_file))
+    tokenizer = Tokenizer.load(str(gpt2_file))
     ids = tokenizer.encode(BANG)
     assert {0, 1, 2, 3} <= set(ids)
     assert tokenizer.decode(ids) == BANG
@@ -46,19 +47,19 @@ def test_ids_0_to_3_are_ordinary_characters(gpt2_file):
 
 
 def test_special_tokens_are_never_read_from_text(gpt2_file):
-    tokenizer = load_tokenizer(str(gpt2_file))
+    tokenizer = Tokenizer.load(str(gpt2_file))
     ids = tokenizer.encode(f"a{END_OF_TEXT}b<pad>")
     assert not tokenizer.specials.ids & set(ids)
     assert tokenizer.decode(ids) == f"a{END_OF_TEXT}b<pad>"
 
 
 def test_a_directory_and_named_tokens(gpt2_file):
-    named = load_tokenizer(str(gpt2_file.parent), {"bos": END_OF_TEXT, "eos": END_OF_TEXT, "unk": None})
-    assert named.specials == load_tokenizer(str(gpt2_file)).specials
+    named = Tokenizer.load(str(gpt2_file.parent), names={"bos": END_OF_TEXT, "eos": END_OF_TEXT, "unk": None})
+    assert named.specials == Tokenizer.load(str(gpt2_file)).specials
 
 
 def test_reading_the_saved_file_back_gives_the_same_ids(gpt2_file, tmp_path):
-    tokenizer = load_tokenizer(str(gpt2_file))
+    tokenizer = Tokenizer.load(str(gpt2_file))
     tokenizer.save(tmp_path / "tokenizer.json")
     again = Tokenizer.load(tmp_path / "tokenizer.json")  # <pad> is now part of the file
     assert again.specials == tokenizer.specials and again.vocab_size == tokenizer.vocab_size
@@ -66,7 +67,7 @@ def test_reading_the_saved_file_back_gives_the_same_ids(gpt2_file, tmp_path):
 
 
 def test_pickling_keeps_ids_and_behaviour(gpt2_file):
-    tokenizer = load_tokenizer(str(gpt2_file))
+    tokenizer = Tokenizer.load(str(gpt2_file))
     copy = pickle.loads(pickle.dumps(tokenizer))  # how torchrun ranks receive it
     assert copy.specials == tokenizer.specials and copy.path == tokenizer.path
     assert copy.encode(f"x{END_OF_TEXT}") == tokenizer.encode(f"x{END_OF_TEXT}")
@@ -77,9 +78,9 @@ def test_explicit_names_override_the_rules(tmp_path):
     hf.add_special_tokens(["<|start|>", "<|stop|>", "<|fill|>"])
     path = save(hf, tmp_path / "three.json")
     with pytest.raises(DataError, match=r"three\.json: cannot tell which token is bos and eos"):
-        load_tokenizer(str(path))
+        Tokenizer.load(str(path))
     names = {"pad": "<|fill|>", "bos": "<|start|>", "eos": "<|stop|>"}
-    tokenizer = load_tokenizer(str(path), names)
+    tokenizer = Tokenizer.load(str(path), names=names)
     ids = {role: hf.token_to_id(token) for role, token in names.items()}
     assert tokenizer.specials == SpecialTokens(ids["pad"], ids["bos"], ids["eos"], None)
     assert tokenizer.vocab_size == hf.get_vocab_size(with_added_tokens=True)  # nothing appended
@@ -90,50 +91,60 @@ def test_conventional_names_and_the_models_unknown_token(tmp_path):
     hf = tokenizers.Tokenizer(models.WordPiece(vocab, unk_token="[UNK]"))
     hf.pre_tokenizer = tokenizers.pre_tokenizers.Whitespace()
     hf.add_special_tokens(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"])
-    tokenizer = load_tokenizer(str(save(hf, tmp_path / "bert.json")))
+    tokenizer = Tokenizer.load(str(save(hf, tmp_path / "bert.json")))
     assert tokenizer.specials == SpecialTokens(pad_id=0, bos_id=2, eos_id=3, unk_id=1)
     assert tokenizer.encode("hello there") == [5, 1]
 
 
 def test_a_tokenizer_trained_by_aiayn_keeps_0_to_3(tmp_path):
-    trained = Tokenizer.train_char(["abc"])
+    trained = Tokenizer.train("char", ["abc"])
     trained.save(tmp_path / "tokenizer.json")
-    assert load_tokenizer(str(tmp_path)).specials == TRAINED_SPECIALS
+    assert Tokenizer.load(str(tmp_path)).specials == TRAINED_SPECIALS
 
 
 def test_bad_names_and_clashes(gpt2_file):
     with pytest.raises(DataError, match=r"tokenizer\.json: data\.special_tokens\.bos '<s>' is not a token"):
-        load_tokenizer(str(gpt2_file), {"bos": "<s>"})
+        Tokenizer.load(str(gpt2_file), names={"bos": "<s>"})
     with pytest.raises(DataError, match="padding token '<|endoftext|>' is also bos"):
-        load_tokenizer(str(gpt2_file), {"pad": END_OF_TEXT})
+        Tokenizer.load(str(gpt2_file), names={"pad": END_OF_TEXT})
     with pytest.raises(ConfigError, match="unknown role"):
-        load_tokenizer(str(gpt2_file), {"start": END_OF_TEXT})
+        Tokenizer.load(str(gpt2_file), names={"start": END_OF_TEXT})
     with pytest.raises(ConfigError, match="must be a token string"):
-        load_tokenizer(str(gpt2_file), {"bos": 3})
+        Tokenizer.load(str(gpt2_file), names={"bos": 3})
 
 
 def test_missing_files_and_the_hub_offline(tmp_path, monkeypatch):
     with pytest.raises(DataError, match="no such file"):
-        load_tokenizer(str(tmp_path / "nope.json"))
+        Tokenizer.load(str(tmp_path / "nope.json"))
     with pytest.raises(DataError, match="holds no tokenizer.json"):
-        load_tokenizer(str(tmp_path))
+        Tokenizer.load(str(tmp_path))
 
     def offline(name):
         raise Exception("request error: dns error: failed to lookup address information")
 
     monkeypatch.setattr(tokenizers.Tokenizer, "from_pretrained", offline)
     with pytest.raises(DataError) as error:
-        load_tokenizer("gpt2")
+        Tokenizer.load("gpt2")
     message = str(error.value)
     assert "'gpt2'" in message and "internet" in message and "dns error" in message
     assert "path of its tokenizer.json" in message
 
 
 def test_trained_kinds_and_a_loaded_tokenizer_for_both_sides(gpt2_file, caplog):
-    char = make_tokenizer("char", ["abc"], 0)
+    char = Tokenizer.from_spec("char", ["abc"], 0)
     assert char.specials == TRAINED_SPECIALS
     with pytest.raises(ConfigError, match="data.special_tokens applies to a loaded tokenizer"):
-        make_tokenizer("char", ["abc"], 0, {"bos": "<bos>"})
+        Tokenizer.from_spec("char", ["abc"], 0, {"bos": "<bos>"})
     with caplog.at_level(logging.WARNING, logger="aiayn"):
-        pair = make_tokenizers(str(gpt2_file), ["a"], ["b"], 0, joint=False)
+        pair = TokenizerPair.from_spec(str(gpt2_file), ["a"], ["b"], 0, joint=False)
     assert pair.is_joint and "joint_vocab: false ignored" in caplog.text
+
+
+def test_a_path_object_is_never_a_hub_name(tmp_path, monkeypatch):
+    def hub(name):
+        raise AssertionError(f"asked the Hub for {name}")
+
+    monkeypatch.setattr(tokenizers.Tokenizer, "from_pretrained", hub)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(DataError, match="gpt2: no such file"):
+        Tokenizer.load(Path("gpt2"))

@@ -27,7 +27,7 @@ def model_dir(tmp_path_factory):
     """A model directory: a random tiny Transformer (2 heads, 2 encoder + 3 decoder layers)
     with a joint character tokenizer."""
     directory = tmp_path_factory.mktemp("plot_model")
-    tokenizer = Tokenizer.train_char(SOURCES + TARGETS)
+    tokenizer = Tokenizer.train("char", SOURCES + TARGETS)
     torch.manual_seed(0)
     config = ModelConfig.tiny(
         vocab_size=tokenizer.vocab_size,

@@ -17,7 +17,7 @@ TEXT = "the cat sat on the mat"
 
 @pytest.fixture(scope="module")
 def lm():
-    tokenizer = Tokenizer.train_char([TEXT])
+    tokenizer = Tokenizer.train("char", [TEXT])
     torch.manual_seed(0)
     config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_decoder_layers=3,
                               d_ff=64, max_len=24)

@@ -36,7 +36,7 @@ def perturbed(model: torch.nn.Module) -> torch.nn.Module:
 def translation_dir(tmp_path_factory):
     """A random tiny Transformer (2 heads, 2 encoder + 3 decoder layers), joint char tokenizer."""
     directory = tmp_path_factory.mktemp("serve_translation")
-    tokenizer = Tokenizer.train_char([*SOURCES, "a dog runs", "two cats", "the man reads a book"])
+    tokenizer = Tokenizer.train("char", [*SOURCES, "a dog runs", "two cats", "the man reads a book"])
     torch.manual_seed(0)
     config = ModelConfig.tiny(
         vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_encoder_layers=2,
@@ -53,7 +53,7 @@ def reordered_specials_dir(tmp_path_factory):
     <bos> 2, <eos> 1, <unk> 0 (stored in its config, as any tokenizer's ids may be)."""
     directory = tmp_path_factory.mktemp("serve_reordered")
     specials = SpecialTokens(pad_id=3, bos_id=2, eos_id=1, unk_id=0)
-    tokenizer = Tokenizer(Tokenizer.train_char(SOURCES).hf, specials)
+    tokenizer = Tokenizer(Tokenizer.train("char", SOURCES).hf, specials)
     torch.manual_seed(2)
     config = ModelConfig.tiny(
         vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_encoder_layers=1,
@@ -68,7 +68,7 @@ def reordered_specials_dir(tmp_path_factory):
 def lm_dir(tmp_path_factory):
     """A random tiny decoder-only LM (char tokenizer) whose config has no unknown token."""
     directory = tmp_path_factory.mktemp("serve_lm")
-    tokenizer = Tokenizer.train_char([TEXT])
+    tokenizer = Tokenizer.train("char", [TEXT])
     torch.manual_seed(1)
     config = ModelConfig.tiny(
         vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_decoder_layers=2, d_ff=64,

@@ -14,12 +14,12 @@ from aiayn.cli.main import main
 from aiayn.model import Transformer
 from aiayn.training import trainer as trainer_module
 from aiayn.training.config import config_from_dict
-from aiayn.training.data_setup import prepare_data
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.schedule import budget_decay_step, train_learning_rate
 from aiayn.training.trainer import Trainer
-from aiayn.training.translation import build_model_config
+from aiayn.translation.data import prepare_data
+from aiayn.translation.task import build_model_config
 
 from .conftest import tiny_config
 

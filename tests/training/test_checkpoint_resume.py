@@ -11,11 +11,11 @@ from aiayn.errors import CheckpointError
 from aiayn.model import Transformer, load_model
 from aiayn.training import checkpoint as checkpoint_module
 from aiayn.training.checkpoint import average_checkpoints, list_checkpoints, load_training_state
-from aiayn.training.data_setup import prepare_data
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.trainer import Trainer
-from aiayn.training.translation import build_model_config
+from aiayn.translation.data import prepare_data
+from aiayn.translation.task import build_model_config
 
 
 def make_trainer(config, run_dir, resume=False):

@@ -117,7 +117,7 @@ def test_validation_metric_is_checked_against_the_task():
     from aiayn.classify.run import CLASSIFY_TASK
     from aiayn.lm.run import LM_TASK
     from aiayn.training.task import find_metric
-    from aiayn.training.translation import TRANSLATION_TASK
+    from aiayn.translation.task import TRANSLATION_TASK
 
     assert find_metric("bleu", TRANSLATION_TASK.metrics).higher_is_better
     assert find_metric("accuracy", CLASSIFY_TASK.metrics).higher_is_better

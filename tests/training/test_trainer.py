@@ -8,12 +8,12 @@ from safetensors.torch import load_file
 
 from aiayn.errors import ConfigError
 from aiayn.model import Transformer
-from aiayn.training.data_setup import prepare_data
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.task import Metric
 from aiayn.training.trainer import Trainer
-from aiayn.training.translation import build_model_config
+from aiayn.translation.data import prepare_data
+from aiayn.translation.task import build_model_config
 
 SCORES = [1.0, 3.0, 2.0, 5.0, 4.0, 0.5]  # one per validation, at steps 1..6
 

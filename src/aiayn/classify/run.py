@@ -19,11 +19,12 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 
 from aiayn.classify.brackets import LABELS as BRACKET_LABELS
 from aiayn.classify.brackets import make_brackets
 from aiayn.classify.dataset import (
+    ClassBatch,
     ClassificationDataset,
     accuracy,
     classification_loss,
@@ -32,12 +33,11 @@ from aiayn.classify.dataset import (
 from aiayn.classify.tsv import Example, label_names, read_tsv
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.data.tokenizer_spec import make_tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import EncoderOnly, ModelConfig
 from aiayn.training.config import TASK_KINDS, DataConfig, RunConfig
 from aiayn.training.state import TrainState
-from aiayn.training.task import Metric, Task, preset_config
+from aiayn.training.task import Metric, OneTokenizerTask, preset_config
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +86,7 @@ def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) 
     splits, labels = read_splits(data)
     if tokenizer is None:
         texts = [t for t, _ in splits["train"]]
-        tokenizer = make_tokenizer(data.tokenizer, texts, data.vocab_size, data.special_tokens)
+        tokenizer = Tokenizer.from_spec(data.tokenizer, texts, data.vocab_size, data.special_tokens)
     index = {name: i for i, name in enumerate(labels)}
 
     def encode(name: str) -> ClassificationDataset | None:
@@ -123,46 +123,48 @@ def build_classifier_config(config: RunConfig, tokenizer: Tokenizer, labels: lis
     )
 
 
-def check_classify_run(config: RunConfig) -> None:
-    """The data task must be a classification task; TSV paths are stored resolved, so that a
-    resume finds them from any directory."""
-    if config.data.task not in CLASSIFY_TASKS:
-        raise ConfigError(f"aiayn classify needs data.task brackets or tsv, got {config.data.task!r}")
-    for name in ("train_tsv", "valid_tsv"):
-        if getattr(config.data, name):
-            setattr(config.data, name, str(resolve_data_file(getattr(config.data, name), "TSV file")))
+class ClassifyTask(OneTokenizerTask[ClassifyData]):
+    """Labelled texts -> `EncoderOnly`; validated by loss and accuracy."""
+
+    command = "aiayn classify train"
+    target_unit = "examples"
+    metrics = (ACCURACY,)
+
+    def check_config(self, config: RunConfig) -> None:
+        """The data task must be a classification task; TSV paths are stored resolved, so that
+        a resume finds them from any directory."""
+        if config.data.task not in CLASSIFY_TASKS:
+            raise ConfigError(f"aiayn classify needs data.task brackets or tsv, got {config.data.task!r}")
+        for name in ("train_tsv", "valid_tsv"):
+            if getattr(config.data, name):
+                setattr(config.data, name, str(resolve_data_file(getattr(config.data, name), "TSV file")))
+
+    def prepare_data(self, data: DataConfig, tokenizer: Tokenizer | None) -> ClassifyData:
+        return prepare_classify_data(data, tokenizer)
+
+    def tokenizer(self, data: ClassifyData) -> Tokenizer:
+        return data.tokenizer
+
+    def build_model(self, config: RunConfig, data: ClassifyData) -> EncoderOnly:
+        """A fresh encoder-only classifier for the tokenizer's vocabulary and the labels."""
+        return EncoderOnly(build_classifier_config(config, data.tokenizer, data.labels), len(data.labels))
+
+    def loss(self, model: nn.Module, batch: ClassBatch, smoothing: float) -> tuple[Tensor, int]:
+        return classification_loss(model, batch, smoothing)
+
+    def validation_metrics(self, model: nn.Module, config: RunConfig, data: ClassifyData) -> dict[str, float]:
+        """Accuracy on the validation split (when there is one)."""
+        return {"accuracy": accuracy(model, data.valid, config.train.batch_tokens)} if data.valid else {}
+
+    def final_results(
+        self, best: nn.Module, config: RunConfig, data: ClassifyData, state: TrainState
+    ) -> dict[str, Any]:
+        """The label names and the best model's validation and test accuracy."""
+        return {
+            "labels": data.labels,
+            "valid_accuracy": accuracy(best, data.valid) if data.valid else None,
+            "test_accuracy": accuracy(best, data.test) if data.test else None,
+        }
 
 
-def build_classifier(config: RunConfig, data: ClassifyData) -> EncoderOnly:
-    """A fresh encoder-only classifier for the tokenizer's vocabulary and the labels."""
-    return EncoderOnly(build_classifier_config(config, data.tokenizer, data.labels), len(data.labels))
-
-
-def validation_accuracy(model: nn.Module, config: RunConfig, data: ClassifyData) -> dict[str, float]:
-    """Accuracy on the validation split (when there is one)."""
-    return {"accuracy": accuracy(model, data.valid, config.train.batch_tokens)} if data.valid else {}
-
-
-def accuracy_results(
-    best: nn.Module, config: RunConfig, data: ClassifyData, state: TrainState
-) -> dict[str, Any]:
-    """The label names and the best model's validation and test accuracy."""
-    return {
-        "labels": data.labels,
-        "valid_accuracy": accuracy(best, data.valid) if data.valid else None,
-        "test_accuracy": accuracy(best, data.test) if data.test else None,
-    }
-
-
-CLASSIFY_TASK: Task[Tokenizer, ClassifyData] = Task(
-    check_config=check_classify_run,
-    prepare_data=prepare_classify_data,
-    build_model=build_classifier,
-    loss=classification_loss,
-    target_unit="examples",
-    metrics=(ACCURACY,),
-    validation_metrics=validation_accuracy,
-    final_results=accuracy_results,
-    command="aiayn classify train",
-)
-"""Labelled texts -> `EncoderOnly`; validated by loss and accuracy."""
+CLASSIFY_TASK = ClassifyTask()

@@ -14,8 +14,8 @@ import json
 from aiayn.cli.translate import add_model_arguments, add_search_arguments, load_translator, one_line
 from aiayn.data.corpus import read_lines
 from aiayn.errors import DataError
-from aiayn.evaluation.translation import evaluate_translation
 from aiayn.files import atomic_write_text
+from aiayn.translation.evaluate import evaluate_translation
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

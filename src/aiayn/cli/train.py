@@ -52,7 +52,7 @@ def check_resume_alone(args: argparse.Namespace, *task_options: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from aiayn.training.run import train_in_session
-    from aiayn.training.translation import TRANSLATION_TASK
+    from aiayn.translation.task import TRANSLATION_TASK
 
     if args.resume is not None:
         check_resume_alone(args)

@@ -17,14 +17,8 @@ from aiayn.data.special_tokens import (  # the *_ID constants: the layout of tra
     SpecialTokens,
 )
 from aiayn.data.synthetic import TASKS, format_date, make_task
-from aiayn.data.tokenizer import (
-    TOKENIZER_KINDS,
-    Tokenizer,
-    TokenizerPair,
-    build_tokenizers,
-    train_tokenizer,
-)
-from aiayn.data.tokenizer_spec import load_tokenizer, make_tokenizer, make_tokenizers
+from aiayn.data.tokenizer import Tokenizer, TokenizerPair
+from aiayn.data.tokenizer_training import TOKENIZER_KINDS
 
 __all__ = [
     "BOS_ID",
@@ -44,20 +38,15 @@ __all__ = [
     "SpecialTokens",
     "Tokenizer",
     "TokenizerPair",
-    "build_tokenizers",
     "data_root",
     "filter_pairs",
     "format_date",
     "load_multi30k",
-    "load_tokenizer",
     "make_batch",
     "make_task",
-    "make_tokenizer",
-    "make_tokenizers",
     "multi30k_files",
     "read_lines",
     "read_parallel",
     "shard",
     "token_batches",
-    "train_tokenizer",
 ]

@@ -1,17 +1,17 @@
-"""Evaluation: corpus BLEU / chrF through sacrebleu, language-model perplexity, and the
-end-to-end evaluation of a translation model on a test set."""
+"""Evaluation: corpus BLEU / chrF through sacrebleu, and language-model perplexity.
+
+The end-to-end evaluation of a translation model on a test set (decode, then score) is the
+translation package's: `aiayn.translation.evaluate_translation`.
+"""
 
 from aiayn.evaluation.bleu import MetricScore, corpus_bleu, corpus_chrf
 from aiayn.evaluation.perplexity import Perplexity, lm_perplexity, perplexity_from_nll
-from aiayn.evaluation.translation import TranslationEvaluation, evaluate_translation
 
 __all__ = [
     "MetricScore",
     "Perplexity",
-    "TranslationEvaluation",
     "corpus_bleu",
     "corpus_chrf",
-    "evaluate_translation",
     "lm_perplexity",
     "perplexity_from_nll",
 ]

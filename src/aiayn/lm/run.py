@@ -22,7 +22,7 @@ from torch import nn
 
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.data.tokenizer_spec import is_trained_kind, make_tokenizer
+from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import ConfigError
 from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, split_text, text_stream
 from aiayn.lm.generate import generate
@@ -30,7 +30,7 @@ from aiayn.model import DecoderOnlyLM, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import label_smoothed_nll
 from aiayn.training.state import TrainState
-from aiayn.training.task import Task, preset_config
+from aiayn.training.task import OneTokenizerTask, preset_config
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ def prepare_lm_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> LMD
     if tokenizer is None:
         if is_trained_kind(data.tokenizer):
             log.info("training a %s tokenizer on %s characters of %s", data.tokenizer, f"{len(head):,}", path)
-        tokenizer = make_tokenizer(data.tokenizer, [head], data.vocab_size, data.special_tokens)
+        tokenizer = Tokenizer.from_spec(data.tokenizer, [head], data.vocab_size, data.special_tokens)
     pad_id = tokenizer.specials.pad_id
     train = TokenWindows(text_stream(tokenizer, head), data.block_size, data.stride, pad_id=pad_id)
     valid = TokenWindows(text_stream(tokenizer, tail), data.block_size, pad_id=pad_id) if tail else None
@@ -101,40 +101,42 @@ def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfi
     )
 
 
-def lm_loss(model: nn.Module, batch: LMBatch, smoothing: float) -> tuple[torch.Tensor, int]:
-    """Summed (label-smoothed) next-token loss of a batch of windows; pad labels are ignored."""
-    logits = model(batch.inputs)  # (B, T, V)
-    return label_smoothed_nll(logits, batch.labels, smoothing, batch.pad_id), batch.num_targets
+class LMTask(OneTokenizerTask[LMData]):
+    """A text file -> `DecoderOnlyLM`; validated (and selected) by its loss."""
+
+    command = "aiayn lm train"
+
+    def check_config(self, config: RunConfig) -> None:
+        """`check_lm_config`, and the text file stored by its resolved path (so that a resume
+        finds it from any directory)."""
+        check_lm_config(config.data)
+        config.data.text_file = str(resolve_data_file(config.data.text_file, "text file"))
+
+    def prepare_data(self, data: DataConfig, tokenizer: Tokenizer | None) -> LMData:
+        return prepare_lm_data(data, tokenizer)
+
+    def tokenizer(self, data: LMData) -> Tokenizer:
+        return data.tokenizer
+
+    def build_model(self, config: RunConfig, data: LMData) -> DecoderOnlyLM:
+        """A fresh decoder-only model for the tokenizer's vocabulary."""
+        return DecoderOnlyLM(build_lm_model_config(config, data.tokenizer))
+
+    def loss(self, model: nn.Module, batch: LMBatch, smoothing: float) -> tuple[torch.Tensor, int]:
+        """Summed (label-smoothed) next-token loss of a batch of windows; pad labels are ignored."""
+        logits = model(batch.inputs)  # (B, T, V)
+        return label_smoothed_nll(logits, batch.labels, smoothing, batch.pad_id), batch.num_targets
+
+    def final_results(
+        self, best: nn.Module, config: RunConfig, data: LMData, state: TrainState
+    ) -> dict[str, Any]:
+        """The validation loss of the best model, and a sample from it."""
+        sample_ids = generate(best, [], SAMPLE_TOKENS, temperature=1.0, seed=config.train.seed)
+        return {
+            "val_loss": state.best_metric if config.train.validation_metric == "loss" else None,
+            "vocab_size": data.tokenizer.vocab_size,
+            "sample": data.tokenizer.decode(sample_ids),
+        }
 
 
-def check_lm_run(config: RunConfig) -> None:
-    """`check_lm_config`, and the text file stored by its resolved path (so that a resume
-    finds it from any directory)."""
-    check_lm_config(config.data)
-    config.data.text_file = str(resolve_data_file(config.data.text_file, "text file"))
-
-
-def build_lm(config: RunConfig, data: LMData) -> DecoderOnlyLM:
-    """A fresh decoder-only model for the tokenizer's vocabulary."""
-    return DecoderOnlyLM(build_lm_model_config(config, data.tokenizer))
-
-
-def sample_results(best: nn.Module, config: RunConfig, data: LMData, state: TrainState) -> dict[str, Any]:
-    """The validation loss of the best model, and a sample from it."""
-    sample_ids = generate(best, [], SAMPLE_TOKENS, temperature=1.0, seed=config.train.seed)
-    return {
-        "val_loss": state.best_metric if config.train.validation_metric == "loss" else None,
-        "vocab_size": data.tokenizer.vocab_size,
-        "sample": data.tokenizer.decode(sample_ids),
-    }
-
-
-LM_TASK: Task[Tokenizer, LMData] = Task(
-    check_config=check_lm_run,
-    prepare_data=prepare_lm_data,
-    build_model=build_lm,
-    loss=lm_loss,
-    final_results=sample_results,
-    command="aiayn lm train",
-)
-"""A text file -> `DecoderOnlyLM`; validated (and selected) by its loss."""
+LM_TASK = LMTask()

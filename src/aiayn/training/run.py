@@ -9,7 +9,7 @@ model, classifier; see `aiayn.training.task`):
    `aiayn.training.run_lock`), and copy aiayn's log to its `train.log` (rank 0);
 3. set the thread count, the seed and the process's memory settings (`aiayn.training.memory`);
 4. prepare the data: rank 0 trains or loads the tokenizer (`data.tokenizer`, see
-   `aiayn.data.tokenizer_spec`) and sends it to the other ranks (on
+   `aiayn.data.tokenizer`) and sends it to the other ranks (on
    `--resume` every rank reads it from the run directory), and saves it at the root;
 5. build the model and train it with the `Trainer` (which writes checkpoints, metrics and
    the best model);
@@ -127,7 +127,6 @@ def _train_and_report(
     model = task.build_model(config, data)
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
-    evaluate = task.validation_metrics
     trainer = Trainer(
         config,
         model,
@@ -135,7 +134,7 @@ def _train_and_report(
         data.valid,
         run_dir,
         loss_fn=task.loss,
-        evaluate=partial(evaluate, config=config, data=data) if evaluate else None,
+        evaluate=partial(task.validation_metrics, config=config, data=data),
         metrics=task.metrics,
         save_extra=save_tokenizer,
         dist=dist,
@@ -149,9 +148,8 @@ def _train_and_report(
         "final_lr": trainer.optimizer.param_groups[0]["lr"],  # the rate of the last step
     }
     if dist.is_main:
-        if task.final_results is not None:
-            best = load_model(run_dir, device=trainer.device)
-            results |= task.final_results(best, config, data, state)
+        best = load_model(run_dir, device=trainer.device)
+        results |= task.final_results(best, config, data, state)
         atomic_write_text(run_dir / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
     return results
 

@@ -3,9 +3,11 @@
 Translation (`aiayn train`), the language model (`aiayn lm train`) and the classifier
 (`aiayn classify train`) share one run skeleton (`aiayn.training.run.run_task`): threads and
 seed, tokenizer training on rank 0 and broadcast, run directory, log file, torchrun session,
-the `Trainer`, results file. Each supplies only what differs, as a `Task`: its data, its
-model, its loss, its validation metrics (each a `Metric` that says whether higher or lower is
-better), and what goes into `results.json` once the best model is chosen.
+the `Trainer`, results file. Each supplies only what differs, as a subclass of `Task`
+(`aiayn.translation.task.TranslationTask`, `aiayn.lm.run.LMTask`,
+`aiayn.classify.run.ClassifyTask`): its data, its model, its loss, its validation metrics
+(each a `Metric` that says whether higher or lower is better), and what goes into
+`results.json` once the best model is chosen.
 
 The `Trainer` itself needs only a `BatchedDataset` (`aiayn.data.batching`) of `TrainBatch`es
 and a `LossFn` over them.
@@ -13,18 +15,17 @@ and a `LossFn` over them.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter
 from pathlib import Path
-from typing import Any, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 import torch
 from torch import Tensor, nn
 
 from aiayn.data.batching import BatchedDataset
-from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
-from aiayn.data.tokenizer_spec import reload_tokenizer
+from aiayn.data.tokenizer import JOINT_FILE, Names, Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
@@ -102,60 +103,76 @@ TokenizerT = TypeVar("TokenizerT")
 DataT = TypeVar("DataT", bound=TaskData)
 
 
-def load_joint_tokenizer(directory: Path, special_tokens: dict[str, str | None] | None) -> Tokenizer:
-    """The one tokenizer of a run directory (`tokenizer.json`), its special ids found again
-    as when it was made (`data.special_tokens`)."""
-    return reload_tokenizer(directory, special_tokens)
-
-
-def save_joint_tokenizer(tokenizer: Tokenizer, directory: Path) -> None:
-    """Write `tokenizer` as a model directory's `tokenizer.json`."""
-    tokenizer.save(Path(directory) / JOINT_FILE)
-
-
-def accept_config(config: RunConfig) -> None:
-    """A task's `check_config` when it has nothing to check."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Task(Generic[TokenizerT, DataT]):
+class Task(ABC, Generic[TokenizerT, DataT]):
     """One kind of model: what `run_task` needs besides the steps every run shares.
 
-    The fields come in the order the run uses them:
+    A subclass sets `command` (and `target_unit`, `metrics` where they differ from the
+    defaults) and implements the abstract methods; the others have defaults that do nothing.
+    The methods come in the order the run calls them.
 
     Attributes:
-        check_config: raise `ConfigError` unless the config suits the task; may resolve data
-            paths in place, so that the saved config finds them from any directory.
-        prepare_data: `(config.data, tokenizer or None) -> data`: read and encode the splits,
-            training the tokenizer first when none is given (rank 0; the others get it).
-        tokenizer: `data -> tokenizer` it was encoded with (sent from rank 0 to the others).
-        load_tokenizer, save_tokenizer: read it from a run directory (given
-            `data.special_tokens`, to find its special ids as when it was made), write it into
-            a model directory (default: one joint `tokenizer.json`).
-        build_model: `(config, data) -> model`, a fresh model for the data's vocabulary.
-        loss: the `LossFn` over the data's batches.
+        command: the CLI command that trains it, for "Resume with: COMMAND --resume RUN_DIR".
         target_unit: what the loss counts ('tokens' or 'examples'), for `results.json`'s
             `target_<unit>` and `<unit>_per_s`.
         metrics: what `validation_metrics` reports, each with its direction;
             `train.validation_metric` names one of these or `loss`/`ppl`.
-        validation_metrics: `(model, config, data) -> {name: value}` at every validation.
-        final_results: `(best model, config, data, final state) -> dict` that `results.json`
-            adds for this task (rank 0 only).
-        command: the CLI command that trains it, for "Resume with: COMMAND --resume RUN_DIR".
     """
 
-    check_config: Callable[[RunConfig], None] = accept_config
-    prepare_data: Callable[[DataConfig, TokenizerT | None], DataT]
-    tokenizer: Callable[[DataT], TokenizerT] = attrgetter("tokenizer")
-    load_tokenizer: Callable[[Path, dict[str, str | None] | None], TokenizerT] = load_joint_tokenizer  # type: ignore[assignment]
-    save_tokenizer: Callable[[TokenizerT, Path], None] = save_joint_tokenizer  # type: ignore[assignment]
-    build_model: Callable[[RunConfig, DataT], nn.Module]
-    loss: LossFn[Any]
-    target_unit: str = "tokens"
-    metrics: tuple[Metric, ...] = ()
-    validation_metrics: Callable[[nn.Module, RunConfig, DataT], dict[str, float]] | None = None
-    final_results: Callable[[nn.Module, RunConfig, DataT, TrainState], dict[str, Any]] | None = None
-    command: str
+    command: ClassVar[str]
+    target_unit: ClassVar[str] = "tokens"
+    metrics: ClassVar[tuple[Metric, ...]] = ()
+
+    def check_config(self, config: RunConfig) -> None:
+        """Raise `ConfigError` unless the config suits the task; may resolve data paths in
+        place, so that the saved config finds them from any directory. Default: nothing."""
+
+    @abstractmethod
+    def prepare_data(self, data: DataConfig, tokenizer: TokenizerT | None) -> DataT:
+        """Read and encode the splits, making the tokenizer first (`data.tokenizer`) when none
+        is given (rank 0 makes it; the others get it)."""
+
+    @abstractmethod
+    def tokenizer(self, data: DataT) -> TokenizerT:
+        """The tokenizer `data` was encoded with (sent from rank 0 to the others)."""
+
+    @abstractmethod
+    def load_tokenizer(self, directory: Path, names: Names) -> TokenizerT:
+        """The tokenizer saved by `save_tokenizer` in a run directory, its special ids found
+        again from `data.special_tokens` (`names`) as when it was made."""
+
+    @abstractmethod
+    def save_tokenizer(self, tokenizer: TokenizerT, directory: Path) -> None:
+        """Write `tokenizer` into a model directory."""
+
+    @abstractmethod
+    def build_model(self, config: RunConfig, data: DataT) -> nn.Module:
+        """A fresh model for the data's vocabulary."""
+
+    @abstractmethod
+    def loss(self, model: nn.Module, batch: Any, smoothing: float) -> tuple[Tensor, int]:
+        """The `LossFn` over the data's batches: (summed loss, number of predictions)."""
+
+    def validation_metrics(self, model: nn.Module, config: RunConfig, data: DataT) -> dict[str, float]:
+        """`{name: value}` of `metrics` at every validation. Default: none."""
+        return {}
+
+    def final_results(
+        self, best: nn.Module, config: RunConfig, data: DataT, state: TrainState
+    ) -> dict[str, Any]:
+        """What `results.json` adds for this task, from the best model (rank 0 only).
+        Default: nothing."""
+        return {}
+
+
+class OneTokenizerTask(Task[Tokenizer, DataT]):
+    """A task with one tokenizer, kept as a model directory's `tokenizer.json` (the language
+    model, the classifier); its data holds it as `data.tokenizer`."""
+
+    def load_tokenizer(self, directory: Path, names: Names) -> Tokenizer:
+        return Tokenizer.load(Path(directory) / JOINT_FILE, names=names)
+
+    def save_tokenizer(self, tokenizer: Tokenizer, directory: Path) -> None:
+        tokenizer.save(Path(directory) / JOINT_FILE)
 
 
 def preset_config(

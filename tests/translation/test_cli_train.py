@@ -9,8 +9,7 @@ import yaml
 from aiayn.cli.main import main
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.model import load_model
-
-from .conftest import tiny_config
+from training.conftest import tiny_config
 
 
 def write_config(tmp_path, data):

@@ -1,6 +1,6 @@
 """`aiayn train`: the translation task of the run skeleton (see `aiayn.training.run`).
 
-Sentence pairs (a built-in task, Multi30k or your files; `aiayn.training.data_setup`) ->
+Sentence pairs (a built-in task, Multi30k or your files; `aiayn.translation.data`) ->
 source and target tokenizers -> the encoder-decoder `Transformer` -> label-smoothed loss over
 target tokens (Sec. 5.4). Validation adds BLEU and exact match (greedy, or `train.bleu_beam`)
 on up to `train.bleu_max_sentences` validation pairs; at the end the best model translates
@@ -10,20 +10,20 @@ holds its BLEU, chrF and exact match with a few examples.
 
 from __future__ import annotations
 
-from operator import attrgetter
+from pathlib import Path
 from typing import Any
 
-from torch import nn
+from torch import Tensor, nn
 
-from aiayn.data.tokenizer import TokenizerPair
-from aiayn.data.tokenizer_spec import reload_tokenizers
-from aiayn.evaluation.translation import evaluate_translation
+from aiayn.data.batching import Batch
+from aiayn.data.tokenizer import Names, TokenizerPair
 from aiayn.model import ModelConfig, Transformer
-from aiayn.training.config import RunConfig
-from aiayn.training.data_setup import PreparedData, prepare_data
+from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import translation_loss
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
+from aiayn.translation.data import PreparedData, prepare_data
+from aiayn.translation.evaluate import evaluate_translation
 from aiayn.translator import DEFAULT_BATCH_TOKENS, Translator
 
 BLEU = Metric("bleu", higher_is_better=True)
@@ -78,51 +78,56 @@ def translation_metrics(
     }
 
 
-def build_translation_model(config: RunConfig, data: PreparedData) -> Transformer:
-    """A fresh encoder-decoder for the data's vocabularies."""
-    return Transformer(build_model_config(config, data.tokenizers))
+class TranslationTask(Task[TokenizerPair, PreparedData]):
+    """Sentence pairs -> `Transformer`; validated by loss, BLEU and exact match."""
+
+    command = "aiayn train"
+    metrics = (BLEU, EXACT_MATCH)
+
+    def prepare_data(self, data: DataConfig, tokenizer: TokenizerPair | None) -> PreparedData:
+        return prepare_data(data, tokenizer)
+
+    def tokenizer(self, data: PreparedData) -> TokenizerPair:
+        return data.tokenizers
+
+    def load_tokenizer(self, directory: Path, names: Names) -> TokenizerPair:
+        return TokenizerPair.load(directory, names=names)
+
+    def save_tokenizer(self, tokenizer: TokenizerPair, directory: Path) -> None:
+        tokenizer.save(directory)
+
+    def build_model(self, config: RunConfig, data: PreparedData) -> Transformer:
+        """A fresh encoder-decoder for the data's vocabularies."""
+        return Transformer(build_model_config(config, data.tokenizers))
+
+    def loss(self, model: nn.Module, batch: Batch, smoothing: float) -> tuple[Tensor, int]:
+        return translation_loss(model, batch, smoothing)
+
+    def validation_metrics(self, model: nn.Module, config: RunConfig, data: PreparedData) -> dict[str, float]:
+        """BLEU and exact match on up to `train.bleu_max_sentences` validation pairs."""
+        pairs = data.valid_pairs[: config.train.bleu_max_sentences]
+        if not pairs:
+            return {}
+        metrics = translation_metrics(model, data.tokenizers, pairs, beam=config.train.bleu_beam)
+        return {"bleu": metrics["bleu"], "exact_match": metrics["exact_match"]}
+
+    def final_results(
+        self, best: nn.Module, config: RunConfig, data: PreparedData, state: TrainState
+    ) -> dict[str, Any]:
+        """The best model on the test split (beam search): scores and a few examples."""
+        if not data.test_pairs:
+            return {}
+        metrics = translation_metrics(
+            best,
+            data.tokenizers,
+            data.test_pairs[: config.train.test_max_sentences],
+            beam=config.train.test_beam,
+            alpha=config.train.test_alpha,
+        )
+        hypotheses = metrics.pop("hypotheses")
+        shown = zip(data.test_pairs[:NUM_EXAMPLES], hypotheses[:NUM_EXAMPLES], strict=False)
+        examples = [{"source": s, "reference": r, "output": h} for (s, r), h in shown]
+        return {"test": metrics, "examples": examples}
 
 
-def translation_validation_metrics(
-    model: nn.Module, config: RunConfig, data: PreparedData
-) -> dict[str, float]:
-    """BLEU and exact match on up to `train.bleu_max_sentences` validation pairs."""
-    pairs = data.valid_pairs[: config.train.bleu_max_sentences]
-    if not pairs:
-        return {}
-    metrics = translation_metrics(model, data.tokenizers, pairs, beam=config.train.bleu_beam)
-    return {"bleu": metrics["bleu"], "exact_match": metrics["exact_match"]}
-
-
-def translation_test_results(
-    best: nn.Module, config: RunConfig, data: PreparedData, state: TrainState
-) -> dict[str, Any]:
-    """The best model on the test split (beam search): scores and a few examples."""
-    if not data.test_pairs:
-        return {}
-    metrics = translation_metrics(
-        best,
-        data.tokenizers,
-        data.test_pairs[: config.train.test_max_sentences],
-        beam=config.train.test_beam,
-        alpha=config.train.test_alpha,
-    )
-    hypotheses = metrics.pop("hypotheses")
-    shown = zip(data.test_pairs[:NUM_EXAMPLES], hypotheses[:NUM_EXAMPLES], strict=False)
-    examples = [{"source": s, "reference": r, "output": h} for (s, r), h in shown]
-    return {"test": metrics, "examples": examples}
-
-
-TRANSLATION_TASK: Task[TokenizerPair, PreparedData] = Task(
-    prepare_data=prepare_data,
-    tokenizer=attrgetter("tokenizers"),
-    load_tokenizer=reload_tokenizers,
-    save_tokenizer=TokenizerPair.save,
-    build_model=build_translation_model,
-    loss=translation_loss,
-    metrics=(BLEU, EXACT_MATCH),
-    validation_metrics=translation_validation_metrics,
-    final_results=translation_test_results,
-    command="aiayn train",
-)
-"""Sentence pairs -> `Transformer`; validated by loss, BLEU and exact match."""
+TRANSLATION_TASK = TranslationTask()

@@ -1,4 +1,5 @@
-"""From a `DataConfig` to tokenizers and encoded datasets ready for batching."""
+"""Translation data: from a `DataConfig` to tokenizers and encoded sentence pairs ready for
+batching (a built-in synthetic task, Multi30k, or parallel text files)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from aiayn.data.multi30k import load_multi30k
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.synthetic import TASKS, make_task
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.data.tokenizer_spec import is_trained_kind, make_tokenizers
+from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import ConfigError
 from aiayn.training.config import DataConfig
 
@@ -85,7 +86,7 @@ def prepare_data(config: DataConfig, tokenizers: TokenizerPair | None = None) ->
     if tokenizers is None:
         if is_trained_kind(config.tokenizer):
             log.info("training %s tokenizer(s) on %d pairs", config.tokenizer, len(train_pairs))
-        tokenizers = make_tokenizers(
+        tokenizers = TokenizerPair.from_spec(
             config.tokenizer,
             [s for s, _ in train_pairs],
             [t for _, t in train_pairs],
