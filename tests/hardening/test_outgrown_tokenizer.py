@@ -94,3 +94,25 @@ def test_a_language_model_prompt_outside_the_vocabulary() -> None:
     for prompt in ([4, 11], [-1, 4]):
         with pytest.raises(DataError, match=r"prompt_ids.*outside the model's vocabulary \[0, 11\)"):
             generate(model, prompt, max_new_tokens=2, seed=0)
+
+
+def test_the_service_of_a_language_model(tmp_path: Path) -> None:
+    """A language model's service refuses a prompt holding the token without a row (422, one
+    line), rather than failing inside the model."""
+    pytest.importorskip("fastapi", reason="the 'serve' extra is not installed")
+    from fastapi.testclient import TestClient
+
+    from aiayn.serve.app import create_app
+    from aiayn.serve.engine import load_engine
+
+    tokenizer = Tokenizer.train_char(["the cat sat on the mat"])
+    sizes = {"d_model": 16, "num_heads": 2, "num_decoder_layers": 1, "d_ff": 32, "max_len": 16}
+    config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, unk_id=None, **sizes)
+    DecoderOnlyLM(config).save_pretrained(tmp_path)
+    tokenizer.save(tmp_path / JOINT_FILE)
+    grown(tmp_path)
+    with TestClient(create_app(load_engine(tmp_path, "cpu")), raise_server_exceptions=False) as client:
+        assert client.post("/v1/generate", json={"prompt": "the", "max_new_tokens": 2}).status_code == 200
+        response = client.post("/v1/generate", json={"prompt": f"the {EXTRA}", "max_new_tokens": 2})
+    assert response.status_code == 422, response.text
+    assert "outside the model's vocabulary" in response.json()["error"]["message"]
