@@ -12,15 +12,19 @@ each model with the same initial weights:
 - packed: the packed pass of `aiayn.model.packing` (states packed between attention calls).
 
 `share` = (ffn - padded) / (packed - padded) in tokens per second: the part of the packed
-pass's gain that packing the feed-forward sub-layers and the loss alone keeps.
+pass's gain that packing the feed-forward sub-layers and the loss alone keeps. Each figure is
+the median over rounds of each round's median step; the variants take turns step by step. The
+figures per second of the thread's CPU time (`cpu`) hold on a shared machine, where wall-clock
+time (`wall`, also reported) includes waiting for a core.
 
-    python benchmarks/packing_share.py --steps 6 --threads 1
+    python benchmarks/packing_share.py --steps 6 --rounds 3 --threads 1
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -73,7 +77,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", default="small")
     parser.add_argument("--precision", default="fp32")
-    parser.add_argument("--steps", type=int, default=6, help="timed steps per variant (median)")
+    parser.add_argument("--steps", type=int, default=6, help="timed steps per variant and round (median)")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds (median of the rounds' medians)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
@@ -101,25 +106,39 @@ def main() -> None:
         trainers[name] = Trainer(
             run, model, train_data=None, valid_data=None, run_dir=Path(tempfile.mkdtemp()), loss_fn=loss_fn
         )
-    times: dict[str, list[float]] = {name: [] for name in trainers}
     names = list(trainers)
-    for i in range(args.steps + 2):  # two warm-up steps each
-        batch = batches[i % len(batches)]
-        order = names[i % 3 :] + names[: i % 3]  # each variant first, second and third in turn
-        for name in order:
-            start = time.perf_counter()
-            trainers[name].train_step([batch])
-            if i >= 2:
-                times[name].append(batch.num_targets / (time.perf_counter() - start))
-    tok_s = {name: statistics.median(values) for name, values in times.items()}
-    gain = tok_s["packed"] - tok_s["padded"]
-    share = (tok_s["ffn"] - tok_s["padded"]) / gain if gain else float("nan")
-    result = {
-        "tok_s": {name: round(value, 1) for name, value in tok_s.items()},
-        "share": round(share, 3),
-        "settings": {"command": "python " + " ".join(sys.argv), "cpu_model": cpu_model(),
-                     "threads": torch.get_num_threads(), "torch": torch.__version__,
-                     "timed_steps": args.steps, "preset": args.preset, "precision": args.precision},
+    for i in range(2):  # two warm-up steps each
+        for name in names:
+            trainers[name].train_step([batches[i % len(batches)]])
+    rounds: list[dict[str, dict[str, float]]] = []
+    for _ in range(args.rounds):
+        wall: dict[str, list[float]] = {name: [] for name in names}
+        cpu: dict[str, list[float]] = {name: [] for name in names}
+        for i in range(args.steps):
+            batch = batches[i % len(batches)]
+            for name in names[i % 3 :] + names[: i % 3]:  # each variant first, second and third in turn
+                start_wall, start_cpu = time.perf_counter(), time.thread_time()
+                trainers[name].train_step([batch])
+                cpu[name].append(batch.num_targets / (time.thread_time() - start_cpu))
+                wall[name].append(batch.num_targets / (time.perf_counter() - start_wall))
+        rounds.append({kind: {name: statistics.median(values[name]) for name in names}
+                       for kind, values in (("cpu", cpu), ("wall", wall))})  # fmt: skip
+    result: dict = {}
+    for kind in ("cpu", "wall"):  # tokens per second of this thread's CPU time, and of wall-clock time
+        tok_s = {name: statistics.median(r[kind][name] for r in rounds) for name in names}
+        gain = tok_s["packed"] - tok_s["padded"]
+        share = (tok_s["ffn"] - tok_s["padded"]) / gain if gain else float("nan")
+        result[kind] = {
+            "tok_s": {name: round(value, 1) for name, value in tok_s.items()},
+            "speedup_over_padded": {n: round(tok_s[n] / tok_s["padded"], 3) for n in ("ffn", "packed")},
+            "share": round(share, 3),
+            "rounds": [{name: round(r[kind][name], 1) for name in names} for r in rounds],
+        }
+    result["settings"] = {
+        "command": "python " + " ".join(sys.argv), "cpu_model": cpu_model(),
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "rounds": args.rounds,
+        "timed_steps_per_round": args.steps,
+        "preset": args.preset, "precision": args.precision, "load_average": os.getloadavg(),
     }  # fmt: skip
     print(json.dumps(result, indent=2))
     args.out.parent.mkdir(parents=True, exist_ok=True)
