@@ -17,9 +17,9 @@ the loss (where attention and the stacks would see one (B, T, D) shape): around 
 as many position-wise weights as in the feed-forward network (the Q/K/V and output projections:
 4 d_model^2 per attention sub-layer, against 8 d_model^2 for the FFN, and a decoder layer has two
 attention sub-layers), plus a LayerNorm, dropout and residual each. Packing the feed-forward
-sub-layers alone, each packing and unpacking around its call, keeps only about 70% of the
-packed pass's gain in training speed (`benchmarks/packing_share.py`; figures in
-benchmarks/RESULTS.md), short of the 90% that would justify the simpler shape.
+sub-layers alone, each packing and unpacking around its call, keeps too small a part of the
+packed pass's gain in training speed to justify the simpler shape (the measurement is
+`benchmarks/packing_share.py`; its figures are in benchmarks/RESULTS.md).
 
 The one host synchronisation of the model: a layout's size N (`from_padding_mask`'s
 `nonzero`, and the count `Transformer._select` checks) is read on the host, once per packed
