@@ -13,10 +13,11 @@ its result again (the `query_layout` / `memory_layout` of an `AttentionContext`)
 positions get exactly the values of the padded computation; padding positions read zeros.
 
 Why packing reaches into attention, rather than stopping at the feed-forward sub-layers and
-the loss (where attention and the stacks would see one (B, T, D) shape): around attention sit
-as many position-wise weights as in the feed-forward network (the Q/K/V and output projections:
-4 d_model^2 per attention sub-layer, against 8 d_model^2 for the FFN, and a decoder layer has two
-attention sub-layers), plus a LayerNorm, dropout and residual each. Packing the feed-forward
+the loss (where attention and the stacks would see one (B, T, D) shape): the Q/K/V and output
+projections of an attention sub-layer hold 4 d_model^2 weights against the FFN's 8 d_model^2,
+so an encoder layer has half as many position-wise weights around attention as in its FFN and
+a decoder layer (two attention sub-layers) as many, each sub-layer with its own LayerNorm,
+dropout and residual. Packing the feed-forward
 sub-layers alone, each packing and unpacking around its call, keeps too small a part of the
 packed pass's gain in training speed to justify the simpler shape (the measurement is
 `benchmarks/packing_share.py`; its figures are in benchmarks/RESULTS.md).
