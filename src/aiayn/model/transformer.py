@@ -210,7 +210,7 @@ class Transformer(PretrainedMixin, nn.Module):
         (`aiayn.model.packing`): one read gives both counts.
         """
         layout = target.query_layout
-        if layout is None:  # no target padding: hidden is (B, T, D)
+        if layout is None:  # states not packed: hidden is (B, T, D)
             return hidden[output_mask]
         selected = output_mask.reshape(-1).index_select(0, layout.index)  # (N_tgt,) over packed rows
         num_selected, num_wanted = torch.stack([selected.sum(), output_mask.sum()]).tolist()
