@@ -1,6 +1,7 @@
 """aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from scratch."""
 
-from aiayn.model import DecoderOnlyLM, EncoderOnly, ModelConfig, Transformer, load_model
+from aiayn.model import DecoderOnlyLM, EncoderOnly, ModelConfig, Transformer
+from aiayn.model_dir import load_model
 from aiayn.translator import load
 
 __version__ = "0.1.0"

@@ -29,8 +29,8 @@ from aiayn.decoding.common import Hypothesis
 from aiayn.decoding.greedy import greedy_search
 from aiayn.errors import CheckpointError, ConfigError, DataError
 from aiayn.eval_mode import eval_mode
-from aiayn.model.pretrained import load_model
 from aiayn.model.transformer import Transformer
+from aiayn.model_dir import load_model
 
 log = logging.getLogger(__name__)
 

@@ -72,15 +72,6 @@ def test_mask_conventions_true_means_may_attend() -> None:
         padding_mask(tokens[0])
 
 
-def test_attention_mask_keeps_its_old_keyword() -> None:
-    src_padding_mask = torch.tensor([[True, True, False], [True, False, False]])
-    with pytest.warns(DeprecationWarning, match="padding_mask="):
-        old = attention_mask(key_padding_mask=src_padding_mask, causal=True)
-    assert torch.equal(old, attention_mask(src_padding_mask, causal=True))
-    with pytest.raises(TypeError, match="padding_mask only"):
-        attention_mask(src_padding_mask, key_padding_mask=src_padding_mask)
-
-
 # ------------------------------------------------- explicit path == fast path
 @FAST
 @given(

@@ -1,5 +1,6 @@
 """The model reads top to bottom like the paper: checks on the shape of the code itself.
 
+- no file reading in the paper package (model directories: `aiayn.model_dir`);
 - no `nonlocal` (no state smuggled out of closures);
 - no `forward` with more than 6 parameters besides `self`, none taking *args / **kwargs
   (per-call state travels in one `AttentionContext`);
@@ -37,6 +38,22 @@ def test_no_nonlocal_in_the_model() -> None:
         for node in ast.walk(ast.parse(path.read_text()))
         if isinstance(node, ast.Nonlocal)
     ]
+    assert offenders == []
+
+
+def test_files_are_read_outside_the_paper_package() -> None:
+    """Reading and checking model directories lives in `aiayn.model_dir`, not in `model/`."""
+    offenders = []
+    for path in model_sources():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                names = [node.module or ""]
+            elif isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            else:
+                continue
+            if any(n.split(".")[0] in ("json", "safetensors") or n == "aiayn.files" for n in names):
+                offenders.append(f"{path.name}:{node.lineno}")
     assert offenders == []
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator, Sequence
 import torch
 from torch import Tensor
 
+from aiayn.errors import DataError
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.kv_cache import DecoderCache
 
@@ -63,7 +64,7 @@ def sample_stream(
         model: a `DecoderOnlyLM` (put in eval mode while generating).
         prompt_ids: the context; an empty prompt starts from `<bos>` (`model.config.bos_id`).
             A prompt longer than the model's `max_len` keeps its last `max_len` tokens (with a
-            warning).
+            warning); an id outside the vocabulary is a `DataError`.
         max_new_tokens: the most tokens generated.
         temperature: > 0 divides the logits; 0 = greedy (arg-max).
         top_k, top_p: see `filter_logits`.
@@ -79,6 +80,10 @@ def sample_stream(
         raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     max_len = model.config.max_len
     prompt = [int(i) for i in prompt_ids] or [model.config.bos_id]
+    vocab_size = model.config.tgt_vocab_size
+    outside = [i for i in prompt if not 0 <= i < vocab_size]
+    if outside:  # checked here, where the ids enter: the model's passes check nothing
+        raise DataError(f"prompt_ids: {outside[:5]} outside the model's vocabulary [0, {vocab_size})")
     if len(prompt) > max_len:
         log.warning("prompt of %d tokens truncated to its last %d (max_len)", len(prompt), max_len)
         prompt = prompt[-max_len:]

@@ -25,7 +25,7 @@ from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.model.config import ModelConfig
-from aiayn.model.pretrained import load_model, read_model_json
+from aiayn.model_dir import load_model, read_model_json
 
 EXTRA = "export"
 """The pip extra that brings CTranslate2 and Hugging Face Transformers."""

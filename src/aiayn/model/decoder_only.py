@@ -13,11 +13,11 @@ from torch import Tensor, nn
 from aiayn.model.config import ModelConfig
 from aiayn.model.context import AttentionContext
 from aiayn.model.decoder import Decoder
-from aiayn.model.embeddings import TokenEmbedding, check_token_ids
+from aiayn.model.embeddings import TokenEmbedding
 from aiayn.model.initialization import init_weights
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.positional_encoding import positional_encoding
-from aiayn.model.pretrained import PretrainedMixin
+from aiayn.model_dir import PretrainedMixin
 
 
 class DecoderOnlyLM(PretrainedMixin, nn.Module):
@@ -60,7 +60,6 @@ class DecoderOnlyLM(PretrainedMixin, nn.Module):
         Returns:
             (B, T, V) logits (or (B, T, D) hidden states).
         """
-        check_token_ids(tokens, "tokens", self.config.tgt_vocab_size)
         if cache is not None and padding_mask is not None:
             raise ValueError("padding_mask is not supported together with a cache")
         if cache is not None:
@@ -76,7 +75,6 @@ class DecoderOnlyLM(PretrainedMixin, nn.Module):
     def attention_maps(self, tokens: Tensor) -> list[Tensor]:
         """Masked self-attention probabilities of every layer (Sec. 3.2.3) for one pass over
         `tokens` (B, T): one (B, H, T, T) tensor per layer, zero above the diagonal."""
-        check_token_ids(tokens, "tokens", self.config.tgt_vocab_size)
         maps: list[Tensor] = []
         context = AttentionContext.causal(None, attention_maps=maps)
         self.decoder(self.embedding_dropout(self.positional(self.embedding(tokens))), context)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 
-import torch
 from torch import Tensor, nn
 
 
@@ -33,16 +32,3 @@ class TokenEmbedding(nn.Module):
         """tokens: (B, T) LongTensor -> (B, T, d_model)."""
         return self.embedding(tokens) * self.scale
 
-
-def check_token_ids(tokens: Tensor, name: str, vocab_size: int) -> None:
-    """Raise `ValueError` naming `name` unless `tokens` is a (B, T) integer tensor of valid ids."""
-    if not isinstance(tokens, Tensor) or tokens.dim() != 2:
-        shape = tuple(tokens.shape) if isinstance(tokens, Tensor) else type(tokens).__name__
-        raise ValueError(f"{name} must be a (B, T) tensor of token ids, got {shape}")
-    if tokens.dtype not in (torch.long, torch.int):
-        raise ValueError(f"{name} must hold integer token ids (torch.long), got {tokens.dtype}")
-    if tokens.numel() and (int(tokens.min()) < 0 or int(tokens.max()) >= vocab_size):
-        raise ValueError(
-            f"{name} holds ids outside the vocabulary [0, {vocab_size}): "
-            f"min {int(tokens.min())}, max {int(tokens.max())}"
-        )

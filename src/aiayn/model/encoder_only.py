@@ -14,11 +14,11 @@ from torch import Tensor, nn
 from aiayn.model import masks
 from aiayn.model.config import ModelConfig
 from aiayn.model.context import AttentionContext
-from aiayn.model.embeddings import TokenEmbedding, check_token_ids
+from aiayn.model.embeddings import TokenEmbedding
 from aiayn.model.encoder import Encoder
 from aiayn.model.initialization import init_weights
 from aiayn.model.positional_encoding import positional_encoding
-from aiayn.model.pretrained import PretrainedMixin
+from aiayn.model_dir import PretrainedMixin
 
 
 class EncoderOnly(PretrainedMixin, nn.Module):
@@ -44,7 +44,6 @@ class EncoderOnly(PretrainedMixin, nn.Module):
 
     def forward(self, tokens: Tensor, padding_mask: Tensor | None = None) -> Tensor:
         """tokens: (B, S) ids; padding_mask: (B, S) bool, True at real tokens -> (B, C) logits."""
-        check_token_ids(tokens, "tokens", self.config.src_vocab_size)
         if padding_mask is None:
             padding_mask = masks.padding_mask(tokens, self.config.pad_id)
         x = self.embedding_dropout(self.positional(self.embedding(tokens)))  # (B, S, D)

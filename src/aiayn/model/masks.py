@@ -16,8 +16,6 @@ Shapes: B batch, T query length, S key length, H heads.
 
 from __future__ import annotations
 
-import warnings
-
 import torch
 from torch import Tensor
 
@@ -38,8 +36,6 @@ def attention_mask(
     padding_mask: Tensor | None = None,
     causal: bool = False,
     query_length: int | None = None,
-    *,
-    key_padding_mask: Tensor | None = None,
 ) -> Tensor | None:
     """Combine a key padding mask and/or the subsequent mask into one attention mask.
 
@@ -47,20 +43,11 @@ def attention_mask(
         padding_mask: (B, S) bool, True at real keys, or None for no padding.
         causal: also block future positions (decoder self-attention); then T == S.
         query_length: T, needed only when `padding_mask` is None and `causal` is set.
-        key_padding_mask: deprecated name of `padding_mask` (warns).
 
     Returns:
         (B, 1, T, S) bool mask (or (1, 1, T, T) for causal without padding; or (B, 1, 1, S)
         for padding alone, broadcast over queries), or None when nothing is masked.
     """
-    if key_padding_mask is not None:
-        if padding_mask is not None:
-            raise TypeError("attention_mask: give padding_mask only (key_padding_mask is its old name)")
-        warnings.warn(
-            "attention_mask(key_padding_mask=) is deprecated; use padding_mask=", DeprecationWarning,
-            stacklevel=2,
-        )
-        padding_mask = key_padding_mask
     if padding_mask is None and not causal:
         return None
     if padding_mask is None:
@@ -82,7 +69,10 @@ def attention_mask(
 def padding_mask_or_none(tokens: Tensor, pad_id: int) -> Tensor | None:
     """`padding_mask(tokens)`, or None when the batch holds no padding at all.
 
-    Returning None lets attention take its unmasked (or pure causal) fast path.
+    Returning None lets attention take its unmasked (or pure causal) fast path. Deciding that
+    reads the mask on the host (a device synchronisation), so only callers outside the model
+    use it, once per batch (the decoders of `aiayn.decoding`); the model's own passes derive
+    `padding_mask(tokens)` when given no mask and never synchronise.
     """
     mask = padding_mask(tokens, pad_id)
     return None if bool(mask.all()) else mask

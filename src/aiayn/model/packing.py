@@ -11,6 +11,24 @@ calls the training pass keeps its states *packed* as (N, D); each attention laye
 its projected queries/keys/values to (B, T, .) for the (B, H, T, S) score matmuls and packs
 its result again (the `query_layout` / `memory_layout` of an `AttentionContext`). The real
 positions get exactly the values of the padded computation; padding positions read zeros.
+
+Why packing reaches into attention, rather than stopping at the feed-forward sub-layers and
+the loss (where attention and the stacks would see one (B, T, D) shape): the Q/K/V and output
+projections of an attention sub-layer hold 4 d_model^2 weights against the FFN's 8 d_model^2,
+so an encoder layer has half as many position-wise weights around attention as in its FFN and
+a decoder layer (two attention sub-layers) as many, each sub-layer with its own LayerNorm,
+dropout and residual. Packing the feed-forward
+sub-layers alone, each packing and unpacking around its call, keeps too small a part of the
+packed pass's gain in training speed to justify the simpler shape (the measurement is
+`benchmarks/packing_share.py`; its figures are in benchmarks/RESULTS.md).
+
+The one host synchronisation of the model: a layout's size N (`from_padding_mask`'s
+`nonzero`, and the count `Transformer._select` checks) is read on the host, once per packed
+training pass; every other pass of the model reads nothing (`tests/model/test_no_host_sync.py`).
+It stays here, not where batches are made: the layout is the model's business (the data code
+knows no model), and a training step waits for the host anyway (the loss selects its labels
+with the same mask, the trainer reads the gradient norm), so moving it would not make the step
+free of synchronisation.
 """
 
 from __future__ import annotations

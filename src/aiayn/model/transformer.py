@@ -10,6 +10,11 @@ a final linear projection (sharing the embedding matrix, Sec. 3.4) gives next-to
 `forward` is the whole pass (training); `encode` and `decode` are its two halves, for
 decoding one token at a time. All three are built from the same pieces: `embed_source`,
 `embed_target`, the two stacks, and the contexts of `aiayn.model.context`.
+
+None of them checks its inputs' values or reads a tensor on the host: token ids and shapes are
+checked where data enters aiayn (the tokenizer-vs-vocabulary check of every loader, the
+datasets, the command line, the service), so a decoding step never waits for the device. The
+one exception is the packed training pass (`output_mask`, `aiayn.model.packing`).
 """
 
 from __future__ import annotations
@@ -22,13 +27,13 @@ from torch import Tensor, nn
 from aiayn.model.config import ModelConfig
 from aiayn.model.context import AttentionContext
 from aiayn.model.decoder import Decoder
-from aiayn.model.embeddings import TokenEmbedding, check_token_ids
+from aiayn.model.embeddings import TokenEmbedding
 from aiayn.model.encoder import Encoder
 from aiayn.model.initialization import init_weights
 from aiayn.model.kv_cache import DecoderCache
-from aiayn.model.masks import attention_mask, padding_mask_or_none
+from aiayn.model.masks import attention_mask, padding_mask
 from aiayn.model.positional_encoding import positional_encoding
-from aiayn.model.pretrained import PretrainedMixin
+from aiayn.model_dir import PretrainedMixin
 
 
 @dataclass
@@ -85,7 +90,8 @@ class Transformer(PretrainedMixin, nn.Module):
         """(B, S) source ids, (B, T) shifted-right target ids -> (B, T, V) logits.
 
         The padding masks, (B, S) and (B, T) bool and True at real tokens, are derived from
-        pad_id when not given. `output_mask` (B, T) bool selects the real target positions to
+        pad_id when not given. The ids must lie in the vocabulary (not checked here; see the
+        module docstring). `output_mask` (B, T) bool selects the real target positions to
         project to the vocabulary (the non-pad targets during training): the result is then
         (N, V) logits for the N selected positions, in row-major order, and the pass runs
         packed (`aiayn.model.packing`): every position-wise layer on real tokens only.
@@ -111,9 +117,8 @@ class Transformer(PretrainedMixin, nn.Module):
 
         src_padding_mask: (B, S) bool, True at real tokens; derived from pad_id if None.
         """
-        check_token_ids(src, "src", self.config.src_vocab_size)
         if src_padding_mask is None:
-            src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
+            src_padding_mask = padding_mask(src, self.config.pad_id)
         source = AttentionContext.bidirectional(src_padding_mask)
         return self.encoder(self.embed_source(src, source), source)
 
@@ -146,16 +151,11 @@ class Transformer(PretrainedMixin, nn.Module):
         Returns:
             logits: (B, T, V) (or hidden states (B, T, D)).
         """
-        check_token_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
-        if memory.dim() != 3 or memory.size(0) != tgt_in.size(0):
-            raise ValueError(
-                f"memory must be (B, S, D) with B = {tgt_in.size(0)}, got {tuple(memory.shape)}"
-            )
         if cache is not None:
             target = AttentionContext.continuing(cache.length, tgt_in.size(1), tgt_in.device)
         else:
             if tgt_padding_mask is None:
-                tgt_padding_mask = padding_mask_or_none(tgt_in, self.config.pad_id)
+                tgt_padding_mask = padding_mask(tgt_in, self.config.pad_id)
             target = AttentionContext.causal(tgt_padding_mask)
         cross = AttentionContext(mask=attention_mask(src_padding_mask), memory=memory)
         offset = cache.length if cache is not None else 0
@@ -194,29 +194,26 @@ class Transformer(PretrainedMixin, nn.Module):
 
     def _padding_masks(
         self, src: Tensor, tgt_in: Tensor, src_padding_mask: Tensor | None, tgt_padding_mask: Tensor | None
-    ) -> tuple[Tensor | None, Tensor | None]:
-        """Check the ids once; the (B, S) and (B, T) padding masks, None where nothing is padded."""
-        check_token_ids(src, "src", self.config.src_vocab_size)
-        check_token_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
-        if src.size(0) != tgt_in.size(0):
-            raise ValueError(
-                f"src and tgt_in must have the same batch size, got {tuple(src.shape)} "
-                f"and {tuple(tgt_in.shape)}"
-            )
+    ) -> tuple[Tensor, Tensor]:
+        """The (B, S) and (B, T) padding masks: the given ones, else derived from pad_id."""
         if src_padding_mask is None:
-            src_padding_mask = padding_mask_or_none(src, self.config.pad_id)
+            src_padding_mask = padding_mask(src, self.config.pad_id)
         if tgt_padding_mask is None:
-            tgt_padding_mask = padding_mask_or_none(tgt_in, self.config.pad_id)
+            tgt_padding_mask = padding_mask(tgt_in, self.config.pad_id)
         return src_padding_mask, tgt_padding_mask
 
     @staticmethod
     def _select(hidden: Tensor, output_mask: Tensor, target: AttentionContext) -> Tensor:
-        """The (N, D) states of the positions `output_mask` (B, T) selects, row-major."""
+        """The (N, D) states of the positions `output_mask` (B, T) selects, row-major.
+
+        Part of the packed pass, the one place the model reads tensors on the host
+        (`aiayn.model.packing`): one read gives both counts.
+        """
         layout = target.query_layout
-        if layout is None:  # no target padding: hidden is (B, T, D)
+        if layout is None:  # states not packed: hidden is (B, T, D)
             return hidden[output_mask]
         selected = output_mask.reshape(-1).index_select(0, layout.index)  # (N_tgt,) over packed rows
-        num_selected = int(selected.sum())
-        if num_selected != int(output_mask.sum()):
+        num_selected, num_wanted = torch.stack([selected.sum(), output_mask.sum()]).tolist()
+        if num_selected != num_wanted:
             raise ValueError("output_mask selects padding positions of tgt_in; select real tokens only")
         return hidden if num_selected == layout.num_tokens else hidden[selected]

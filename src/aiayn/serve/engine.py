@@ -261,7 +261,7 @@ class LMEngine:
 
 def load_engine(directory: str | Path, device: str | torch.device | None = None) -> Engine:
     """The engine for a model directory (`device` None: CUDA when available)."""
-    from aiayn.model.pretrained import read_model_json
+    from aiayn.model_dir import read_model_json
 
     directory = Path(directory)
     if not directory.is_dir():

@@ -36,8 +36,8 @@ from torch import nn
 
 from aiayn.errors import CheckpointError
 from aiayn.files import atomic_write
-from aiayn.model.pretrained import CONFIG_FILE as MODEL_CONFIG_FILE
-from aiayn.model.pretrained import (
+from aiayn.model_dir import CONFIG_FILE as MODEL_CONFIG_FILE
+from aiayn.model_dir import (
     WEIGHTS_FILE,
     check_unstored_buffers,
     check_weights_file,

@@ -33,7 +33,7 @@ import torch
 
 from aiayn.errors import AiaynError, ConfigError
 from aiayn.files import atomic_write_text
-from aiayn.model.pretrained import load_model, meta_model
+from aiayn.model_dir import load_model, meta_model
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device

@@ -1,4 +1,8 @@
-"""Model directories: `save_pretrained(dir)` / `from_pretrained(dir)`.
+"""Model directories: reading, checking and writing them (`load_model`, `save_pretrained`,
+`from_pretrained`).
+
+Not a paper module: it keeps broken or hostile files away from the model (`aiayn.model`),
+whose classes inherit `save_pretrained` / `from_pretrained` from `PretrainedMixin` here.
 
 A *model directory* holds `config.json` (format version, model type, `ModelConfig`) and
 `model.safetensors` (the weights). Weights are read only from safetensors, which cannot
@@ -182,7 +186,8 @@ def load_weights(model: nn.Module, path: Path) -> None:
 
 
 class PretrainedMixin:
-    """`save_pretrained` / `from_pretrained` for the aiayn models."""
+    """`save_pretrained` / `from_pretrained` for the aiayn models (`Transformer`,
+    `DecoderOnlyLM`, `EncoderOnly` inherit them)."""
 
     model_type: str = ""
     config: ModelConfig
