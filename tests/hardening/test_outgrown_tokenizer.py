@@ -105,7 +105,7 @@ def test_the_service_of_a_language_model(tmp_path: Path) -> None:
     from aiayn.serve.app import create_app
     from aiayn.serve.engine import load_engine
 
-    tokenizer = Tokenizer.train_char(["the cat sat on the mat"])
+    tokenizer = Tokenizer.train("char", ["the cat sat on the mat"])
     sizes = {"d_model": 16, "num_heads": 2, "num_decoder_layers": 1, "d_ff": 32, "max_len": 16}
     config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, unk_id=None, **sizes)
     DecoderOnlyLM(config).save_pretrained(tmp_path)
