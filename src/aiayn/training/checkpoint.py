@@ -8,7 +8,7 @@ Run directory layout:
       metrics.jsonl                                     one JSON object per log/validation
       checkpoints/step_000500/                          the last K saves, each holding
         config.json, model.safetensors                    the weights (a model directory), and
-        training_state.pt                                 optimizer, schedule step, RNG, data position
+        training_state.pt                                 optimizer, schedule step, clock, RNG, data position
 
 A checkpoint is written into a hidden temporary directory and renamed into place in one
 step, so a crash mid-save leaves the previous checkpoints untouched and never a partial one.

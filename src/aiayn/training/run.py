@@ -143,7 +143,7 @@ def _train_and_report(
     )
     state = trainer.fit(resume=resume)
     release_free_memory()  # the training step's heap, before the final evaluation's
-    results = summary(state, task.target_unit) | {
+    results = summary(state, trainer.clock.elapsed_s(), task.target_unit) | {
         "params": params,
         "precision": trainer.precision,  # what train.precision 'auto' chose, or the one set
         "final_lr": trainer.optimizer.param_groups[0]["lr"],  # the rate of the last step
@@ -162,14 +162,15 @@ def describe_model_settings(config: RunConfig) -> str:
     return ", ".join(f"model.{key}={value}" for key, value in settings.items())
 
 
-def summary(state: TrainState, unit: str) -> dict[str, Any]:
-    """The results every task reports: steps, time, throughput in `unit`s, the best step."""
+def summary(state: TrainState, elapsed_s: float, unit: str) -> dict[str, Any]:
+    """The results every task reports: steps, time (`elapsed_s` of training), throughput in
+    `unit`s, the best step."""
     return {
         "steps": state.step,
         "epochs": state.epoch,
-        "train_minutes": state.elapsed_s / 60,
+        "train_minutes": elapsed_s / 60,
         f"target_{unit}": state.target_tokens,
-        f"{unit}_per_s": state.target_tokens / max(state.elapsed_s, 1e-9),
+        f"{unit}_per_s": state.target_tokens / max(elapsed_s, 1e-9),
         "best_step": state.best_step,
         "skipped_steps": state.skipped_steps,
     }
