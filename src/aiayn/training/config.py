@@ -21,6 +21,7 @@ import yaml
 from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
 from aiayn.training.config_ranges import RANGES
+from aiayn.training.progress import parse_share
 
 log = logging.getLogger(__name__)
 
@@ -93,7 +94,8 @@ class TrainConfig:
     so that it ends inside the budget on a slow machine too (`aiayn.training.schedule`); the
     learning rate then depends on wall-clock time, and runs are no longer bit-reproducible
     (see `aiayn.training.trainer`). `precision: auto` measures fp32 against bf16 at start-up
-    (`aiayn.training.precision`).
+    (`aiayn.training.precision`). `warmup` and `eval_every` are steps, or a share of the run
+    such as '6%' (`aiayn.training.progress`; listed in `SHARES`).
     """
 
     max_steps: int | None = None
@@ -106,7 +108,7 @@ class TrainConfig:
     lr_scale: float = 1.0
     lr: float = 1e-3
     min_lr: float = 0.0
-    warmup: int = 4000
+    warmup: int | str = 4000
     label_smoothing: float = 0.1
     adam_beta1: float = 0.9
     adam_beta2: float = 0.98
@@ -119,7 +121,7 @@ class TrainConfig:
     threads: int | None = None
     seed: int = 1
     log_every: int = 50
-    eval_every: int = 500
+    eval_every: int | str = 500
     keep_checkpoints: int = 5
     early_stopping_patience: int | None = None
     validation_metric: str = "loss"
@@ -158,6 +160,9 @@ CHOICES = {
     ("train", "dist_backend"): ("auto", "gloo", "nccl"),
 }
 # `train.validation_metric` is checked against the task's metrics (`aiayn.training.task`).
+
+SHARES = {("train", "warmup"), ("train", "eval_every")}
+"""Step counts that may also be a share of the run, '6%' (see `aiayn.training.progress`)."""
 
 TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
 """`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
@@ -239,6 +244,9 @@ def _build(cls: type, data: Any, where: str) -> Any:
     kwargs = {}
     for name, value in data.items():
         path = f"{where}.{name}" if where else name
+        if (where, name) in SHARES and parse_share(path, value) is not None:
+            kwargs[name] = value.strip()
+            continue
         kwargs[name] = _check_type(path, value, hints[name])
         _check_range(where, name, kwargs[name])
         choices = CHOICES.get((where, name))
@@ -291,8 +299,13 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         model=ModelSection(preset=preset, overrides=model),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
-    if config.train.schedule == "noam" and config.train.warmup < 1:
-        raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {config.train.warmup}")
+    train = config.train
+    if train.schedule == "noam" and isinstance(train.warmup, int) and train.warmup < 1:
+        raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {train.warmup}")
+    if isinstance(train.warmup, str) and train.max_steps is None:
+        raise ConfigError(f"train.warmup {train.warmup} is a share of the run: set train.max_steps")
+    if isinstance(train.eval_every, str) and train.max_steps is None and train.max_minutes is None:
+        raise ConfigError(f"train.eval_every {train.eval_every} is a share of the run: set train.max_minutes")
     if not config.data.tokenizer.strip():
         raise ConfigError("data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name")
     config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None

@@ -4,9 +4,10 @@ One optimisation step (Sec. 5): the token-budget batches of one step (several wi
 accumulation) go through the model; the summed (label-smoothed) loss is divided by the number
 of predictions of the whole step; gradients are clipped; Adam (beta1 0.9, beta2 0.98,
 eps 1e-9, Sec. 5.3) updates the weights at the scheduled learning rate. Every `eval_every`
-steps the validation loss and the task's own metrics (BLEU, accuracy, ...) are measured, the
-best model by `train.validation_metric` is written to the run directory's root and a
-checkpoint is saved.
+steps (or share of the run, '6%': `aiayn.training.progress`) the validation loss and the task's
+own metrics (BLEU, accuracy, ...) are measured, the best model by `train.validation_metric` is
+written to the run directory's root and a checkpoint is saved; each checkpoint records the
+clock and the run's progress (which `average_checkpoints(tail=...)` selects by).
 
 The Trainer knows no task: its data is any `BatchedDataset` (`aiayn.data.batching`), its loss
 a `LossFn` over its batches, and whether a metric is better higher or lower is the
@@ -61,6 +62,7 @@ from aiayn.training.distributed import (
 )
 from aiayn.training.loss import validation_loss
 from aiayn.training.precision import choose_precision
+from aiayn.training.progress import Cadence, run_progress
 from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import train_learning_rate
 from aiayn.training.state import StopRequested, TrainState, out_of_budget
@@ -132,6 +134,8 @@ class Trainer(Generic[BatchT]):
         self.last_step_tokens = 0
         budget_s = 60 * train.max_minutes if train.max_minutes is not None else None
         self.clock = TrainClock(budget_s) if timer is None else TrainClock(budget_s, timer)
+        self.cadence = Cadence(train.eval_every)
+        self.validated_step: int | None = None  # the step of this session's last validation
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=0.0,
@@ -177,6 +181,7 @@ class Trainer(Generic[BatchT]):
             "optimizer": self.optimizer.state_dict(),
             "train_state": asdict(self.state),
             "clock": self.clock.state_dict(),
+            "progress": self.progress(self.clock.elapsed_s()),
             **rng_state(),
         }
 
@@ -325,6 +330,11 @@ class Trainer(Generic[BatchT]):
                 self.save_extra(self.run_dir)
 
     # -------------------------------------------------------------- the loop
+    def progress(self, elapsed_s: float) -> float | None:
+        """The run's progress at the current step, `elapsed_s` seconds in (`run_progress`)."""
+        max_steps = self.config.train.max_steps
+        return run_progress(self.state.step, elapsed_s, max_steps=max_steps, budget_s=self.clock.budget_s)
+
     def stop_reason(self, elapsed_s: float) -> str | None:
         """Why training must stop `elapsed_s` seconds in (a budget is spent), or None."""
         return out_of_budget(self.config.train, self.state, elapsed_s)
@@ -379,6 +389,7 @@ class Trainer(Generic[BatchT]):
             unit="step",
             dynamic_ncols=True,
         )
+        self.cadence.start(self.progress(self.clock.elapsed_s()))  # the checkpoint's time, on every rank
         self.clock.start()
         window_tokens, window_start, last_loss = 0, self.clock.timer(), None
         batches = self._batches()
@@ -400,13 +411,14 @@ class Trainer(Generic[BatchT]):
                 if step % train.log_every == 0 or step == 1:
                     self._log_train(loss, window_tokens, window_start, bar)
                     window_tokens, window_start, last_loss = 0, self.clock.timer(), None
-                if step % train.eval_every == 0:
+                if self.cadence.due(step, self.progress(elapsed)):  # rank 0's time: the same on all ranks
+                    self.cadence.passed(self.progress(elapsed))
                     self._validate_and_save()
                 if self._stop_requested():
                     raise StopRequested
             if last_loss is not None:  # the last step had no row yet: log its (final) learning rate
                 self._log_train(last_loss, window_tokens, window_start, bar)
-            if self.state.step % train.eval_every != 0 or self.state.step == 0:
+            if self.cadence.due_at_end(self.state.step, self.validated_step):
                 self._validate_and_save()
             log.info("training stopped: %s", reason)
         except StopRequested:
@@ -442,6 +454,7 @@ class Trainer(Generic[BatchT]):
 
     def _validate_and_save(self) -> None:
         """Validate (rank 0 only; the others wait) and save a checkpoint."""
+        self.validated_step = self.state.step
         if self.dist.is_main:
             before = self.clock.timer()
             record = self.validate()
