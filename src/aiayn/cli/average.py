@@ -18,7 +18,7 @@ def share(value: str) -> float:
     except ConfigError:
         share = None
     if share is None:
-        raise argparse.ArgumentTypeError(f"must be a share of the run in (0%, 100%] such as 20%, got {value!r}")
+        raise argparse.ArgumentTypeError(f"must be a share of the run in (0%, 100%], e.g. 20%, got {value!r}")
     return share
 
 
