@@ -15,9 +15,10 @@
 # user + system), measured by benchmarks/process_watch.py ($RUN/train_process.json has the samples).
 #
 # Model selection uses the validation set only: the best checkpoint (by validation BLEU) and the
-# average of the last 5 checkpoints are each decoded on `val` with beam 4 at every length
-# penalty in ALPHAS (default "0.6 0.8 1.0 1.2 1.5"); the pair with the best validation BLEU
-# translates `test_2016_flickr` once. Both models' test scores at that alpha are recorded too.
+# average of the checkpoints of the last AVERAGE_TAIL of the run (default 20%: the annealed end,
+# by the progress each checkpoint records; `aiayn average --tail`) are each decoded on `val`
+# with beam 4 at every length penalty in ALPHAS (default "0.6 0.8 1.0 1.2 1.5"); the pair with
+# the best validation BLEU translates `test_2016_flickr` once. Both models' test scores at that alpha are recorded too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=${1:-de}
@@ -41,7 +42,7 @@ if [[ -z "${SKIP_TRAIN:-}" ]]; then
     --set data.src_lang="$SRC" --set data.tgt_lang="$TGT" --set train.max_minutes="$MINUTES" \
     --set train.progress_bar=false "$@"
   mv "$RUN.train_process.json" "$RUN/train_process.json"
-  "$AIAYN" average "$RUN" --last 5 --out "$RUN/averaged"
+  "$AIAYN" average "$RUN" --tail "${AVERAGE_TAIL:-20%}" --out "$RUN/averaged"
 fi
 
 LINES="1,${TEST_LINES:-\$}p"  # sed reads to the end: no SIGPIPE under pipefail
