@@ -18,7 +18,8 @@
 # average of the checkpoints of the last AVERAGE_TAIL of the run (default 20%: the annealed end,
 # by the progress each checkpoint records; `aiayn average --tail`) are each decoded on `val`
 # with beam 4 at every length penalty in ALPHAS (default "0.6 0.8 1.0 1.2 1.5"); the pair with
-# the best validation BLEU translates `test_2016_flickr` once. Both models' test scores at that alpha are recorded too.
+# the best validation BLEU translates `test_2016_flickr` once. Both models' test scores at that
+# alpha are recorded too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=${1:-de}
