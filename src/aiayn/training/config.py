@@ -163,6 +163,9 @@ CHOICES = {
 
 SHARES = {("train", "warmup"), ("train", "eval_every")}
 """Step counts that may also be a share of the run, '6%' (see `aiayn.training.progress`)."""
+AUTO_KEYS = {("model", "dropout")}
+"""Settings that may be 'auto': chosen at start-up from the machine's speed
+(`aiayn.training.regularisation`)."""
 
 TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
 """`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
@@ -288,10 +291,13 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
         )
     hints = typing.get_type_hints(ModelConfig)
     for name, value in model.items():  # "1e-6" (a YAML string) -> 1e-6, then the range
+        if ("model", name) in AUTO_KEYS and value == "auto":
+            continue
         model[name] = _check_type(f"model.{name}", value, hints[name])
         _check_range("model", name, model[name])
+    numbers = {k: v for k, v in model.items() if v != "auto" or ("model", k) not in AUTO_KEYS}
     try:  # types and ranges, as the model will see them (vocabulary sizes come later)
-        ModelConfig.preset(preset, **model)
+        ModelConfig.preset(preset, **numbers)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"model: {error}") from None
     config = RunConfig(

@@ -11,8 +11,9 @@ model, classifier; see `aiayn.training.task`):
 4. prepare the data: rank 0 trains or loads the tokenizer (`data.tokenizer`, see
    `aiayn.data.tokenizer_spec`) and sends it to the other ranks (on
    `--resume` every rank reads it from the run directory), and saves it at the root;
-5. build the model and train it with the `Trainer` (which writes checkpoints, metrics and
-   the best model);
+5. build the model (with `model.dropout: auto`, after timing it to choose the dropout:
+   `aiayn.training.regularisation`) and train it with the `Trainer` (which writes
+   checkpoints, metrics and the best model);
 6. reload the best model (rank 0), add the task's final results, write `results.json`.
 
 `train_in_session` runs it alone or under torchrun, as the `aiayn ... train` commands do.
@@ -39,6 +40,7 @@ from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
 from aiayn.training.distributed import DistContext, broadcast_object, distributed_session, rank_device
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
+from aiayn.training.regularisation import choose_dropout, take_auto_dropout
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
@@ -118,12 +120,17 @@ def _train_and_report(
 
     if dist.is_main and not resume:
         save_tokenizer(run_dir)
+    auto_dropout = take_auto_dropout(config)  # `model.dropout: auto`, chosen once the model fits
     if resume:  # the checkpoint and the config agree before anything is allocated
         check_resume_model(run_dir, lambda: task.build_model(config, data), str(run_dir / CONFIG_FILE))
     # A model too large for the memory is refused before any of it is allocated.
     model_settings = describe_model_settings(config)
     layout = meta_model(lambda: task.build_model(config, data), model_settings)
-    check_training_fits(layout, rank_device(select_device(config.train.device), dist), model_settings)
+    device = rank_device(select_device(config.train.device), dist)
+    check_training_fits(layout, device, model_settings)
+    if auto_dropout:
+        choose_dropout(config, lambda: task.build_model(config, data), data.train, task.loss, device, dist)
+        torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
     model = task.build_model(config, data)
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
