@@ -12,6 +12,7 @@ import yaml
 from aiayn.cli.main import main
 from aiayn.errors import ConfigError
 from aiayn.model import Transformer
+from aiayn.training import precision as precision_module
 from aiayn.training import regularisation
 from aiayn.training.config import config_from_dict
 from aiayn.training.data_setup import prepare_data
@@ -75,15 +76,18 @@ def test_choose_dropout_follows_the_measured_speed(monkeypatch, tokens_per_s, ca
     monkeypatch.setattr(regularisation, "measure_training_steps", fake_timing)
     assert take_auto_dropout(config) and config.model.overrides["dropout"] == 0.3  # the placeholder
     with caplog.at_level(logging.INFO, logger="aiayn.training.regularisation"):
-        dropout = choose_dropout(
+        choice = choose_dropout(
             config, lambda: Transformer(build_model_config(config, data.tokenizers)), data.train,
             translation_loss, torch.device("cpu"), DistContext(),
         )
+    dropout = choice.dropout
     batches = regularisation.probe_batches(data.train, config.train.batch_tokens, config.train.seed)
     per_batch = sum(b.num_targets for b in batches) / len(batches)
     per_epoch = data.train.num_batches(config.train.batch_tokens, seed=config.train.seed, epoch=0)
     epochs = tokens_per_s * 3600 / (per_batch * per_epoch)
     assert dropout == dropout_for_epochs(epochs) == config.model.overrides["dropout"]
+    assert choice.epochs == pytest.approx(epochs) and choice.tokens_per_s == pytest.approx(tokens_per_s)
+    assert choice.precision == "fp32"
     assert measured == [["fp32"]]  # tiny_config sets fp32: timed in that precision alone
     assert f"expected {epochs:.0f} epochs: dropout {dropout:g}" in caplog.text
     assert dropout == (0.2 if tokens_per_s == 10.0 else 0.3)  # a few epochs of the tiny set, or hundreds
@@ -97,14 +101,23 @@ def write_config(path, dropout, **train):
 
 
 def test_train_with_auto_dropout_records_the_choice(tmp_path, monkeypatch, caplog):
+    """The speed timed for the dropout is the precision timing too: the Trainer does not time again."""
+
     def fake_timing(model, batches, loss_fn, smoothing, device, precisions, **kwargs):
-        return {p: (1.0, 1) for p in precisions}  # 1 target token/s: very few epochs
+        assert precisions == ["fp32", "bf16"]
+        return {"fp32": (1.0, 1), "bf16": (1.0, 2)}  # 1 and 2 target tokens/s: very few epochs
+
+    def no_second_timing(*args, **kwargs):
+        raise AssertionError("train.precision auto was timed again")
 
     monkeypatch.setattr(regularisation, "measure_training_steps", fake_timing)
-    config = write_config(tmp_path / "auto.yaml", "auto")
-    with caplog.at_level(logging.INFO, logger="aiayn.training.regularisation"):
+    monkeypatch.setattr(regularisation, "bf16_worth_measuring", lambda device: True)
+    monkeypatch.setattr(precision_module, "measure_precision", no_second_timing)
+    config = write_config(tmp_path / "auto.yaml", "auto", precision="auto")
+    with caplog.at_level(logging.INFO, logger="aiayn.training"):
         assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 0
-    assert "epochs: dropout 0.2" in caplog.text
+    assert "fp32 1, bf16 2 target tokens/s, using bf16; expected 0 epochs: dropout 0.2" in caplog.text
+    assert json.loads((tmp_path / "run" / "results.json").read_text())["precision"] == "bf16"
     saved = yaml.safe_load((tmp_path / "run" / "train_config.yaml").read_text())
     assert saved["model"]["dropout"] == 0.2  # a resumed run reads the number
     assert json.loads((tmp_path / "run" / "config.json").read_text())["config"]["dropout"] == 0.2

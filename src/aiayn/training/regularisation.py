@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
 
-from aiayn.errors import ConfigError
+from aiayn.errors import ConfigError, TrainingError
 from aiayn.training.config import RunConfig
 from aiayn.training.device import bf16_worth_measuring
 from aiayn.training.distributed import DistContext, broadcast_object
@@ -72,6 +72,15 @@ def expected_epochs(
     return min(limits)
 
 
+class DropoutChoice(NamedTuple):
+    """What `choose_dropout` measured and chose."""
+
+    dropout: float
+    epochs: float  # expected within the run's budgets
+    tokens_per_s: float  # target tokens per second, all processes, in `precision`
+    precision: str  # the faster precision when `train.precision` is auto (as its timing would pick)
+
+
 def take_auto_dropout(config: RunConfig) -> bool:
     """Whether `config` says `model.dropout: auto`; if so, a placeholder number stands in for
     it (the model's layout and memory checks need one) until `choose_dropout` replaces it."""
@@ -89,23 +98,28 @@ def choose_dropout(
     loss_fn: Callable[..., tuple[torch.Tensor, int]],
     device: torch.device,
     dist: DistContext,
-) -> float:
+) -> DropoutChoice:
     """Set `model.dropout` in `config` to the rule's choice for this machine (rank 0's, on every
-    rank) and return it.
+    rank) and return it with what it was chosen from.
 
     `build_model()` makes the task's model (with `config` as it stands); it is timed on a few
-    training batches, in the precision the run will use (both when `train.precision` is auto).
+    training batches, in the precision the run will use: with `train.precision: auto`, in fp32
+    and bf16 as `aiayn.training.precision` times them, and the faster one (`precision` of the
+    result, which the run can keep instead of timing again).
     """
     train = config.train
     model = build_model().to(device)
     batches = probe_batches(train_data, train.batch_tokens, train.seed)
+    if not batches:
+        raise TrainingError("model.dropout: auto: no training batches to time the model on")
     if train.precision != "auto":
         precisions = [train.precision]
     else:
         precisions = ["fp32", "bf16"] if bf16_worth_measuring(device) else ["fp32"]
     totals = measure_training_steps(model, batches, loss_fn, train.label_smoothing, device, precisions)
-    seconds, tokens = totals[pick_fastest(totals) if len(totals) > 1 else precisions[0]]
-    tokens_per_s = dist.world_size * tokens / max(seconds, 1e-12)
+    precision = pick_fastest(totals) if train.precision == "auto" else train.precision
+    rates = {p: dist.world_size * tokens / max(seconds, 1e-12) for p, (seconds, tokens) in totals.items()}
+    tokens_per_s = rates[precision]
     batches_per_epoch = train_data.num_batches(train.batch_tokens, seed=train.seed, epoch=0)
     epochs = expected_epochs(
         tokens_per_s,
@@ -116,10 +130,13 @@ def choose_dropout(
         max_epochs=train.max_epochs,
         batches_per_step=train.accumulate * dist.world_size,
     )
-    epochs, dropout = broadcast_object((epochs, dropout_for_epochs(epochs)), dist)
-    config.model.overrides["dropout"] = dropout
+    choice = DropoutChoice(dropout_for_epochs(epochs), epochs, tokens_per_s, precision)
+    choice = broadcast_object(choice, dist)  # rank 0's, on every rank
+    config.model.overrides["dropout"] = choice.dropout
+    measured = ", ".join(f"{p} {rate:,.0f}" for p, rate in rates.items())
     log.info(
-        "model.dropout auto: %s target tokens/s measured, expected %.0f epochs: dropout %g",
-        f"{tokens_per_s:,.0f}", epochs, dropout,
+        "model.dropout auto: training steps timed at %s target tokens/s, using %s; expected %.0f "
+        "epochs: dropout %g",
+        measured, choice.precision, choice.epochs, choice.dropout,
     )
-    return dropout
+    return choice

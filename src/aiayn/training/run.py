@@ -120,18 +120,23 @@ def _train_and_report(
 
     if dist.is_main and not resume:
         save_tokenizer(run_dir)
+    def build_model() -> torch.nn.Module:
+        return task.build_model(config, data)
+
     auto_dropout = take_auto_dropout(config)  # `model.dropout: auto`, chosen once the model fits
     if resume:  # the checkpoint and the config agree before anything is allocated
-        check_resume_model(run_dir, lambda: task.build_model(config, data), str(run_dir / CONFIG_FILE))
+        check_resume_model(run_dir, build_model, str(run_dir / CONFIG_FILE))
     # A model too large for the memory is refused before any of it is allocated.
     model_settings = describe_model_settings(config)
-    layout = meta_model(lambda: task.build_model(config, data), model_settings)
+    layout = meta_model(build_model, model_settings)
     device = rank_device(select_device(config.train.device), dist)
     check_training_fits(layout, device, model_settings)
+    measured_precision = ""  # `train.precision: auto` timed along with the dropout's speed
     if auto_dropout:
-        choose_dropout(config, lambda: task.build_model(config, data), data.train, task.loss, device, dist)
+        choice = choose_dropout(config, build_model, data.train, task.loss, device, dist)
+        measured_precision = choice.precision if config.train.precision == "auto" else ""
         torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
-    model = task.build_model(config, data)
+    model = build_model()
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
     evaluate = task.validation_metrics
@@ -148,6 +153,7 @@ def _train_and_report(
         dist=dist,
         command=task.command,
     )
+    trainer.state.precision = measured_precision  # kept by `fit` (a resumed run's checkpoint has its own)
     state = trainer.fit(resume=resume)
     release_free_memory()  # the training step's heap, before the final evaluation's
     results = summary(state, trainer.clock.elapsed_s(), task.target_unit) | {
