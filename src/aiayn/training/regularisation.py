@@ -11,9 +11,9 @@ logging both ("expected 12 epochs: dropout 0.2"). A number in the YAML or by `--
 as given. The chosen number is written to the run's `train_config.yaml`, so a resumed run
 keeps it.
 
-The rule is provisional, derived from two Multi30k runs of one recipe (benchmarks/RESULTS.md,
-"Regularisation by expected epochs"): dropout 0.2 began to over-fit after about 17 epochs,
-0.3 still improved at about 36. It fills only `model.dropout`.
+The rule is provisional, derived from the Multi30k runs in benchmarks/RESULTS.md ("The recipe
+by shares of the run, and dropout by expected epochs"): dropout 0.2 began to over-fit after
+about 17 epochs, 0.3 still improved at about 36. It fills only `model.dropout`.
 """
 
 from __future__ import annotations
