@@ -11,13 +11,17 @@
 # evaluates only the first N validation and test sentences (the quick version in the test suite
 # uses both); SKIP_TRAIN=1 redoes only the selection and evaluation of an existing $RUN.
 # Besides the scores, the JSON records cpu_model, the precision `train.precision: auto` chose,
-# final_lr, and the training process's peak_rss_gb and sys_time_fraction (system CPU time over
-# user + system), measured by benchmarks/process_watch.py ($RUN/train_process.json has the samples).
+# the epochs reached, the settings as the run used them (`settings`: the dropout `auto` chose,
+# warmup, eval_every, threads, the averaged tail), final_lr, and the training process's
+# peak_rss_gb and sys_time_fraction (system CPU time over user + system), measured by
+# benchmarks/process_watch.py ($RUN/train_process.json has the samples).
 #
 # Model selection uses the validation set only: the best checkpoint (by validation BLEU) and the
-# average of the last 5 checkpoints are each decoded on `val` with beam 4 at every length
-# penalty in ALPHAS (default "0.6 0.8 1.0 1.2 1.5"); the pair with the best validation BLEU
-# translates `test_2016_flickr` once. Both models' test scores at that alpha are recorded too.
+# average of the checkpoints of the last AVERAGE_TAIL of the run (default 20%: the annealed end,
+# by the progress each checkpoint records; `aiayn average --tail`) are each decoded on `val`
+# with beam 4 at every length penalty in ALPHAS (default "0.6 0.8 1.0 1.2 1.5"); the pair with
+# the best validation BLEU translates `test_2016_flickr` once. Both models' test scores at that
+# alpha are recorded too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SRC=${1:-de}
@@ -41,7 +45,7 @@ if [[ -z "${SKIP_TRAIN:-}" ]]; then
     --set data.src_lang="$SRC" --set data.tgt_lang="$TGT" --set train.max_minutes="$MINUTES" \
     --set train.progress_bar=false "$@"
   mv "$RUN.train_process.json" "$RUN/train_process.json"
-  "$AIAYN" average "$RUN" --last 5 --out "$RUN/averaged"
+  "$AIAYN" average "$RUN" --tail "${AVERAGE_TAIL:-20%}" --out "$RUN/averaged"
 fi
 
 LINES="1,${TEST_LINES:-\$}p"  # sed reads to the end: no SIGPIPE under pipefail
@@ -75,12 +79,14 @@ done
 "$AIAYN" plot curves "$RUN" --out "$OUT/multi30k_${SRC}_${TGT}_curve.png"
 
 COMMAND="benchmarks/multi30k.sh $SRC $TGT $MINUTES${*:+ $*}"
-"$PY" - "$RUN" "$SRC" "$TGT" "$OUT" "$COMMAND" "$ALPHA" <<'PYEOF'
+"$PY" - "$RUN" "$SRC" "$TGT" "$OUT" "$COMMAND" "$ALPHA" "${AVERAGE_TAIL:-20%}" <<'PYEOF'
 import json, sys
 from pathlib import Path
 import sacrebleu
-run, src, tgt, out, command, alpha = Path(sys.argv[1]), *sys.argv[2:]
+import yaml
+run, src, tgt, out, command, alpha, tail = Path(sys.argv[1]), *sys.argv[2:]
 results = json.loads((run / "results.json").read_text())
+config = yaml.safe_load((run / "train_config.yaml").read_text())  # `auto` settings as chosen
 process = json.loads((run / "train_process.json").read_text())["totals"]
 cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
 cpu_model = next((line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")), "")
@@ -100,7 +106,12 @@ figures = {
     "bleu_lowercase": lc.score, "chrf": evals[chosen]["chrf"],
     "bleu_best_checkpoint": evals["best"]["bleu"], "bleu_averaged": evals["averaged"]["bleu"],
     "train_minutes": results["train_minutes"], "train_tokens_per_s": results["tokens_per_s"],
-    "steps": results["steps"], "params": results["params"],
+    "steps": results["steps"], "epochs": results["epochs"], "params": results["params"],
+    "settings": {
+        "dropout": config["model"]["dropout"], "warmup": config["train"]["warmup"],
+        "eval_every": config["train"]["eval_every"], "threads": config["train"]["threads"],
+        "average_tail": tail,
+    },
     "cpu_model": cpu_model, "precision": results["precision"], "final_lr": results["final_lr"],
     "peak_rss_gb": process["peak_rss_gb"], "sys_time_fraction": process["sys_time_fraction"],
     "train_cpu_s": {"user": process["user_s"], "system": process["sys_s"]},

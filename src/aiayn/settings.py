@@ -18,7 +18,9 @@ To add a setting, write one line in its dataclass, and nothing anywhere else:
   (`POSITIVE_INT`, `NON_NEGATIVE_INT`, `Range(low=.., high=.., integer=True)`);
 - a string with a fixed set of values has `choices`;
 - `help` says what it is (shown by `describe_settings`);
-- a `data` field names the tasks that read it (`tasks=("translation", "lm", "classify")`).
+- a `data` field names the tasks that read it (`tasks=("translation", "lm", "classify")`);
+- a step count that may also be a share of the run ('6%') says `share=True` (annotated
+  `int | str`; the string is checked by `parse_share`, the number by the range).
 It is then a YAML key and a `--set` path (`train.warmup_share=0.05`, converted by its type), and
 `tests/test_settings.py` checks it: a number without a range fails, so does a string without
 choices unless the test's `FREE_TEXT` says why it takes any text, and a value outside the range
@@ -33,6 +35,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
+import re
 import types
 import typing
 from typing import Any
@@ -41,6 +45,22 @@ from aiayn.errors import ConfigError
 from aiayn.ranges import Range
 
 _MISSING: Any = dataclasses.MISSING
+
+SHARE_PATTERN = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)\s*%\s*$")
+
+
+def parse_share(name: str, value: object) -> float | None:
+    """The share (in (0, 1]) that a setting such as '6%' stands for; None for a step count (an int).
+
+    Raises `ConfigError` naming `name` for a string that is not a percentage in (0, 100].
+    """
+    if not isinstance(value, str):
+        return None
+    match = SHARE_PATTERN.match(value)
+    share = float(match.group(1)) / 100 if match else math.nan
+    if not 0 < share <= 1:
+        raise ConfigError(f"{name} must be a step count or a share of the run in (0%, 100%], got {value!r}")
+    return share
 
 
 def setting(
@@ -51,10 +71,12 @@ def setting(
     choices: tuple[str, ...] | None = None,
     help: str = "",
     tasks: tuple[str, ...] | None = None,
+    share: bool = False,
 ) -> Any:
-    """A dataclass field with its range or choices, help text and (for `data`) the tasks that
-    read it, kept in the field's metadata for `check_settings`."""
-    metadata = {"range": range, "choices": choices, "help": help, "tasks": tasks}
+    """A dataclass field with its range or choices, help text, (for `data`) the tasks that
+    read it and whether it may be a share of the run, kept in the field's metadata for
+    `check_settings`."""
+    metadata = {"range": range, "choices": choices, "help": help, "tasks": tasks, "share": share}
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -118,6 +140,11 @@ def _convert(key: str, value: Any, annotation: Any) -> Any:
 def check_setting(key: str, value: Any, field: dataclasses.Field, annotation: Any) -> Any:
     """One value checked against its field: the converted value, or a `ConfigError` naming
     `key` (the field as the user wrote it: `train.lr`, `model.dropout`, `ModelConfig.d_model`)."""
+    if field.metadata.get("share"):
+        if isinstance(value, str):
+            parse_share(key, value)  # a percentage in (0, 100], or a ConfigError naming the key
+            return value.strip()
+        annotation = int  # otherwise a step count
     value = _convert(key, value, annotation)
     allowed = field_range(field)
     if allowed is not None and value is not None:

@@ -2,21 +2,19 @@
 clock on every rank.
 
 Each rank's trainer gets a fake clock that disagrees with the other rank's (rank 0 says 30 s of
-the 60 s budget have passed, rank 1 says 5 s); after the stop check every rank must hold rank 0's
-time and so the same learning rate. Each rank writes what it holds to OUT/clock_rank_R.json.
+the 60 s budget have passed, rank 1 says 5 s); the shared reading must be rank 0's time on every
+rank, and so the same learning rate. Each rank writes what it holds to OUT/clock_rank_R.json.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-import types
 from pathlib import Path
 
 import torch
 
 from aiayn.model import Transformer
-from aiayn.training import trainer as trainer_module
 from aiayn.training.config import config_from_dict
 from aiayn.training.distributed import distributed_session
 from aiayn.training.loss import translation_loss
@@ -42,15 +40,17 @@ def main(out: Path) -> None:
     with distributed_session("cpu", "auto") as dist:
         data = prepare_data(config.data)
         model = Transformer(build_model_config(config, data.tokenizers))
-        trainer = Trainer(config, model, data.train, None, out / "run", loss_fn=translation_loss, dist=dist)
         now = SECONDS[dist.rank]
-        trainer_module.time = types.SimpleNamespace(perf_counter=lambda: now)
-        reason = trainer._stop_reason(started=0.0)
+        run_dir = out / "run"
+        trainer = Trainer(config, model, data.train, None, run_dir, loss_fn=translation_loss, dist=dist)
+        trainer.clock.load_state_dict({"elapsed_s": now})  # the clock stands, at `now`
+        elapsed, reason = trainer._shared_reading()
         report = {
             "rank": dist.rank,
+            "own_elapsed_s": trainer.clock.elapsed_s(),
             "stop": reason,
-            "elapsed_s": trainer.schedule_elapsed_s,
-            "lr": trainer.learning_rate(100),
+            "elapsed_s": elapsed,
+            "lr": trainer.learning_rate(100, elapsed),
         }
         (out / f"clock_rank_{dist.rank}.json").write_text(json.dumps(report))
 

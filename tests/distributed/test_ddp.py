@@ -153,6 +153,7 @@ def test_time_following_schedule_uses_rank_0_clock_on_every_rank(tmp_path):
     learning rate is the same everywhere (and DDP keeps the replicas equal)."""
     run_two_ranks(CLOCK_WORKER, tmp_path)
     reports = [json.loads((tmp_path / f"clock_rank_{r}.json").read_text()) for r in range(2)]
+    assert [r["own_elapsed_s"] for r in reports] == [30.0, 5.0]
     assert [r["elapsed_s"] for r in reports] == [30.0, 30.0]
     assert reports[0]["lr"] == reports[1]["lr"]
     assert reports[0]["stop"] is None and reports[1]["stop"] is None

@@ -5,14 +5,12 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import types
 
 import pytest
 import torch
 
 from aiayn.cli.main import main
 from aiayn.model import Transformer
-from aiayn.training import trainer as trainer_module
 from aiayn.training.config import config_from_dict
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
@@ -78,18 +76,17 @@ def test_noam_decays_with_the_clock_too():
 
 
 class FakeTime:
-    """A `time` module for the trainer whose clock moves only when a training step runs."""
+    """A time source for the trainer's clock that moves only when a training step runs."""
 
     def __init__(self) -> None:
         self.now = 0.0
 
-    def perf_counter(self) -> float:
+    def __call__(self) -> float:
         return self.now
 
 
-def test_trainer_anneals_by_the_end_of_the_budget_on_a_fake_clock(tmp_path, monkeypatch, one_thread):
+def test_trainer_anneals_by_the_end_of_the_budget_on_a_fake_clock(tmp_path, one_thread):
     clock = FakeTime()
-    monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
     config = config_from_dict(tiny_config(max_steps=1_000_000, max_minutes=0.5, log_every=10,
                                           eval_every=1000, **COSINE))
     torch.manual_seed(config.train.seed)
@@ -102,7 +99,8 @@ def test_trainer_anneals_by_the_end_of_the_budget_on_a_fake_clock(tmp_path, monk
         return translation_loss(model, batch, smoothing)
 
     prepare_run_dir(tmp_path / "run", resume=False, overwrite=False)
-    trainer = Trainer(config, model, data.train, data.valid, tmp_path / "run", loss_fn=quarter_second_steps)
+    trainer = Trainer(config, model, data.train, data.valid, tmp_path / "run", loss_fn=quarter_second_steps,
+                      timer=clock)
     state = trainer.fit()
     assert state.step == 60
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
@@ -140,11 +138,10 @@ def test_the_dates_default_ends_at_the_minimum_within_a_short_budget(tmp_path):
     assert results["final_lr"] == train[-1]["lr"] and results["steps"] == train[-1]["step"]
 
 
-def test_a_resumed_run_continues_the_schedule_from_the_recorded_time(tmp_path, monkeypatch, one_thread):
+def test_a_resumed_run_continues_the_schedule_from_the_recorded_time(tmp_path, one_thread):
     """20 one-second steps of a 60 s budget, stopped by max_steps and resumed with the budget in
     charge: the first resumed step's rate is that of 20 s in, on a clock that restarts at 0."""
     clock = FakeTime()
-    monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
 
     def one_second_steps(model, batch, smoothing):
         if model.training:
@@ -157,12 +154,16 @@ def test_a_resumed_run_continues_the_schedule_from_the_recorded_time(tmp_path, m
         torch.manual_seed(config.train.seed)
         data = prepare_data(config.data)
         model = Transformer(build_model_config(config, data.tokenizers))
-        return Trainer(config, model, data.train, data.valid, tmp_path / "run", loss_fn=one_second_steps)
+        return Trainer(config, model, data.train, data.valid, tmp_path / "run", loss_fn=one_second_steps,
+                       timer=clock)
 
-    assert trainer(20, resume=False).fit().elapsed_s == 20.0
+    first = trainer(20, resume=False)
+    first.fit()
+    assert first.clock.elapsed_s() == 20.0
     clock.now = 0.0  # a new process: its clock starts anew
     resumed = trainer(1_000_000, resume=True)
     resumed.fit(resume=True)
+    assert resumed.clock.elapsed_s() == pytest.approx(60.0)  # the budget: 20 s before, 40 s now
     rows = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
     step_21 = next(r for r in rows if r["split"] == "train" and r["step"] == 21)
     progress = (20 / 60 * 1_000_000 - 10) / (1_000_000 - 10)  # 20 s of 60: a third of the decay

@@ -8,7 +8,7 @@ Run directory layout:
       metrics.jsonl                                     one JSON object per log/validation
       checkpoints/step_000500/                          the last K saves, each holding
         config.json, model.safetensors                    the weights (a model directory), and
-        training_state.pt                                 optimizer, schedule step, RNG, data position
+        training_state.pt                                 optimizer, schedule step, clock, RNG, data position
 
 A checkpoint is written into a hidden temporary directory and renamed into place in one
 step, so a crash mid-save leaves the previous checkpoints untouched and never a partial one.
@@ -165,11 +165,36 @@ def restore_weights(model: nn.Module, checkpoint: Path) -> None:
     load_weights(model, Path(checkpoint) / WEIGHTS_FILE)
 
 
-def average_checkpoints(run_dir: Path, last: int, out: Path) -> list[Path]:
-    """Average the weights of the last `last` checkpoints into model directory `out` (Sec. 6.1).
+def checkpoint_progress(checkpoint: Path) -> float:
+    """The run's progress (share of its budget, 0..1) when `checkpoint` was written."""
+    progress = load_training_state(checkpoint).get("progress")
+    if isinstance(progress, bool) or not isinstance(progress, (int, float)):
+        raise CheckpointError(
+            f"{checkpoint}: records no progress (written by an older aiayn, or by a run with neither "
+            "train.max_steps nor train.max_minutes); choose checkpoints with --last N instead"
+        )
+    return float(progress)
+
+
+def tail_checkpoints(checkpoints: list[Path], tail: float) -> list[Path]:
+    """The checkpoints written in the last `tail` share of the run (0 < tail <= 1) before the
+    newest one: those whose progress is at least the newest one's minus `tail`."""
+    progress = [checkpoint_progress(checkpoint) for checkpoint in checkpoints]
+    return [path for path, at in zip(checkpoints, progress, strict=True) if at >= progress[-1] - tail - 1e-9]
+
+
+def average_checkpoints(
+    run_dir: Path, last: int | None, out: Path, *, tail: float | None = None
+) -> list[Path]:
+    """Average the weights of the last `last` checkpoints into model directory `out` (Sec. 6.1),
+    or (with `tail`, a share such as 0.2) of those written in the last `tail` of the run.
 
     "For the base models, we used a single model obtained by averaging the last 5
-    checkpoints, which were written at 10-minute intervals." The tokenizer files of the run
+    checkpoints, which were written at 10-minute intervals." How many checkpoints cover the
+    end of a run depends on the machine's speed when they are taken every N steps: on a slow
+    machine the last five can span the whole run, warmup included. `tail` takes the annealed
+    end of the run instead, by the progress each checkpoint records (`tail_checkpoints`); only
+    the `train.keep_checkpoints` newest exist to choose from. The tokenizer files of the run
     are copied along, so `out` is a complete model directory. When `out` is a run directory
     (`out` = `run_dir` included), it is written under the run directory's lock: refused while
     a training process writes into it.
@@ -177,11 +202,13 @@ def average_checkpoints(run_dir: Path, last: int, out: Path) -> list[Path]:
     checkpoints = list_checkpoints(run_dir)
     if not checkpoints:
         raise CheckpointError(f"{run_dir}: no checkpoints to average under {CHECKPOINTS}/")
-    if last < 1:
+    if tail is None and (last is None or last < 1):
         raise CheckpointError(f"--last must be >= 1, got {last}")
+    if tail is not None and not 0 < tail <= 1:
+        raise CheckpointError(f"--tail must be a share in (0%, 100%], got {tail:.4g}")
     out = Path(out)
     with lock_if_run_dir(out):
-        chosen = checkpoints[-last:]
+        chosen = checkpoints[-last:] if tail is None else tail_checkpoints(checkpoints, tail)
         model = load_model(chosen[0])
         total = {name: tensor.double().clone() for name, tensor in model.state_dict().items()}
         for checkpoint in chosen[1:]:

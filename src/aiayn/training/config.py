@@ -142,7 +142,8 @@ class TrainConfig:
     so that it ends inside the budget on a slow machine too (`aiayn.training.schedule`); the
     learning rate then depends on wall-clock time, and runs are no longer bit-reproducible
     (see `aiayn.training.trainer`). `precision: auto` measures fp32 against bf16 at start-up
-    (`aiayn.training.precision`).
+    (`aiayn.training.precision`). `warmup` and `eval_every` are steps, or a share of the run
+    such as '6%' (`aiayn.training.progress`; declared with `share=True`).
     """
 
     max_steps: int | None = setting(None, range=POSITIVE_INT, help="stop after this many steps")
@@ -157,7 +158,10 @@ class TrainConfig:
     lr_scale: float = setting(1.0, range=POSITIVE, help="factor on the noam schedule (Sec. 5.3)")
     lr: float = setting(1e-3, range=POSITIVE, help="peak learning rate of inverse_sqrt, cosine, constant")
     min_lr: float = setting(0.0, range=NON_NEGATIVE, help="learning rate at the end of the decay")
-    warmup: int = setting(4000, range=NON_NEGATIVE_INT, help="warmup steps ('noam' needs >= 1)")
+    warmup: int | str = setting(
+        4000, range=NON_NEGATIVE_INT, share=True,
+        help="warmup steps ('noam' needs >= 1), or a share of the run such as '6%' (needs max_steps)",
+    )
     label_smoothing: float = setting(0.1, range=PROBABILITY, help="epsilon_ls (Sec. 5.4)")
     adam_beta1: float = setting(0.9, range=PROBABILITY, help="Adam beta_1 (Sec. 5.3)")
     adam_beta2: float = setting(0.98, range=PROBABILITY, help="Adam beta_2 (Sec. 5.3)")
@@ -172,7 +176,10 @@ class TrainConfig:
     threads: int | None = setting(None, range=POSITIVE_INT, help="CPU threads (None: PyTorch's choice)")
     seed: int = setting(1, range=NON_NEGATIVE_INT, help="seed of initialisation, dropout and batch order")
     log_every: int = setting(50, range=POSITIVE_INT, help="steps between log lines")
-    eval_every: int = setting(500, range=POSITIVE_INT, help="steps between validations and checkpoints")
+    eval_every: int | str = setting(
+        500, range=POSITIVE_INT, share=True,
+        help="steps between validations and checkpoints, or a share of the run such as '6%'",
+    )
     keep_checkpoints: int = setting(5, range=POSITIVE_INT, help="checkpoints kept (for averaging, Sec. 6.1)")
     early_stopping_patience: int | None = setting(
         None, range=POSITIVE_INT, help="validations without improvement before stopping (None: never)"
@@ -194,8 +201,14 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         validate(self, "train")
-        if self.schedule == "noam" and self.warmup < 1:
+        if self.schedule == "noam" and isinstance(self.warmup, int) and self.warmup < 1:
             raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {self.warmup}")
+        if isinstance(self.warmup, str) and self.max_steps is None:
+            raise ConfigError(f"train.warmup {self.warmup} is a share of the run: set train.max_steps")
+        if isinstance(self.eval_every, str) and self.max_steps is None and self.max_minutes is None:
+            raise ConfigError(
+                f"train.eval_every {self.eval_every} is a share of the run: set train.max_minutes"
+            )
 
 
 @dataclass
@@ -217,6 +230,10 @@ class RunConfig:
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
+
+AUTO_MODEL_KEYS = ("dropout",)
+"""`model` settings that may be 'auto': chosen at start-up from the machine's speed
+(`aiayn.training.regularisation`); a number wins."""
 
 TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
 """`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""
@@ -267,9 +284,11 @@ def _model_section(data: Any) -> ModelSection:
             f"unknown key(s) {', '.join('model.' + k for k in bad)}; valid keys in model: "
             f"preset, {', '.join(sorted(valid))}"
         )
-    section = ModelSection(preset=preset, overrides=check_settings(ModelConfig, model, "model"))
+    auto = {name for name, value in model.items() if name in AUTO_MODEL_KEYS and value == "auto"}
+    numbers = check_settings(ModelConfig, {k: v for k, v in model.items() if k not in auto}, "model")
+    section = ModelSection(preset=preset, overrides={**numbers, **dict.fromkeys(sorted(auto), "auto")})
     try:  # what relates two fields (d_model divisible by num_heads)
-        ModelConfig.preset(section.preset, **section.overrides)
+        ModelConfig.preset(section.preset, **numbers)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"model: {error}") from None
     return section

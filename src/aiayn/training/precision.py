@@ -92,6 +92,30 @@ def training_step_runner(
     return run_step
 
 
+def measure_training_steps(
+    model: nn.Module,
+    batches: Sequence[Any],
+    loss_fn: Callable[..., tuple[torch.Tensor, int]],
+    label_smoothing: float,
+    device: torch.device,
+    precisions: Sequence[str],
+    *,
+    rounds: int = 3,
+    budget_s: float = 5.0,
+    timer: Timer = time.perf_counter,
+) -> dict[str, tuple[float, int]]:
+    """`time_precisions` of the model's training step over `batches` in each of `precisions`;
+    weights, gradients (left as None) and RNG states are unchanged afterwards."""
+    was_training = model.training
+    model.train()
+    rng_devices = [device] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=rng_devices):  # dropout here must not shift training's draws
+        runner = training_step_runner(model, batches, loss_fn, label_smoothing, device)
+        totals = time_precisions(runner, list(precisions), rounds, timer=timer, budget_s=budget_s)
+    model.train(was_training)
+    return totals
+
+
 def measure_precision(
     model: nn.Module,
     batches: Sequence[Any],
@@ -112,14 +136,11 @@ def measure_precision(
     if not batches or not bf16_worth_measuring(device):
         log.info("train.precision auto: fp32 (no bf16 instructions on %s to measure)", device.type)
         return "fp32"
-    was_training = model.training
-    model.train()
-    rng_devices = [device] if device.type == "cuda" else []
     started = time.perf_counter()
-    with torch.random.fork_rng(devices=rng_devices):  # dropout here must not shift training's draws
-        runner = training_step_runner(model, batches, loss_fn, label_smoothing, device)
-        totals = time_precisions(runner, ["fp32", "bf16"], rounds, timer=timer, budget_s=budget_s)
-    model.train(was_training)
+    totals = measure_training_steps(
+        model, batches, loss_fn, label_smoothing, device, ["fp32", "bf16"],
+        rounds=rounds, budget_s=budget_s, timer=timer,
+    )
     choice = pick_fastest(totals)
     rates = {p: tokens / max(seconds, 1e-12) for p, (seconds, tokens) in totals.items()}
     log.info(

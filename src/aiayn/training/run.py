@@ -11,8 +11,9 @@ model, classifier; see `aiayn.training.task`):
 4. prepare the data: rank 0 trains or loads the tokenizer (`data.tokenizer`, see
    `aiayn.data.tokenizer`) and sends it to the other ranks (on
    `--resume` every rank reads it from the run directory), and saves it at the root;
-5. build the model and train it with the `Trainer` (which writes checkpoints, metrics and
-   the best model);
+5. build the model (with `model.dropout: auto`, after timing it to choose the dropout:
+   `aiayn.training.regularisation`) and train it with the `Trainer` (which writes
+   checkpoints, metrics and the best model);
 6. reload the best model (rank 0), add the task's final results, write `results.json`.
 
 `train_in_session` runs it alone or under torchrun, as the `aiayn ... train` commands do.
@@ -39,6 +40,7 @@ from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
 from aiayn.training.distributed import DistContext, broadcast_object, distributed_session, rank_device
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
+from aiayn.training.regularisation import choose_dropout, take_auto_dropout
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
@@ -118,13 +120,23 @@ def _train_and_report(
 
     if dist.is_main and not resume:
         save_tokenizer(run_dir)
+    def build_model() -> torch.nn.Module:
+        return task.build_model(config, data)
+
+    auto_dropout = take_auto_dropout(config)  # `model.dropout: auto`, chosen once the model fits
     if resume:  # the checkpoint and the config agree before anything is allocated
-        check_resume_model(run_dir, lambda: task.build_model(config, data), str(run_dir / CONFIG_FILE))
+        check_resume_model(run_dir, build_model, str(run_dir / CONFIG_FILE))
     # A model too large for the memory is refused before any of it is allocated.
     model_settings = describe_model_settings(config)
-    layout = meta_model(lambda: task.build_model(config, data), model_settings)
-    check_training_fits(layout, rank_device(select_device(config.train.device), dist), model_settings)
-    model = task.build_model(config, data)
+    layout = meta_model(build_model, model_settings)
+    device = rank_device(select_device(config.train.device), dist)
+    check_training_fits(layout, device, model_settings)
+    measured_precision = ""  # `train.precision: auto` timed along with the dropout's speed
+    if auto_dropout:
+        choice = choose_dropout(config, build_model, data.train, task.loss, device, dist)
+        measured_precision = choice.precision if config.train.precision == "auto" else ""
+        torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
+    model = build_model()
     params = sum(p.numel() for p in model.parameters())
     log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
     trainer = Trainer(
@@ -140,9 +152,10 @@ def _train_and_report(
         dist=dist,
         command=task.command,
     )
+    trainer.state.precision = measured_precision  # kept by `fit` (a resumed run's checkpoint has its own)
     state = trainer.fit(resume=resume)
     release_free_memory()  # the training step's heap, before the final evaluation's
-    results = summary(state, task.target_unit) | {
+    results = summary(state, trainer.clock.elapsed_s(), task.target_unit) | {
         "params": params,
         "precision": trainer.precision,  # what train.precision 'auto' chose, or the one set
         "final_lr": trainer.optimizer.param_groups[0]["lr"],  # the rate of the last step
@@ -160,14 +173,15 @@ def describe_model_settings(config: RunConfig) -> str:
     return ", ".join(f"model.{key}={value}" for key, value in settings.items())
 
 
-def summary(state: TrainState, unit: str) -> dict[str, Any]:
-    """The results every task reports: steps, time, throughput in `unit`s, the best step."""
+def summary(state: TrainState, elapsed_s: float, unit: str) -> dict[str, Any]:
+    """The results every task reports: steps, time (`elapsed_s` of training), throughput in
+    `unit`s, the best step."""
     return {
         "steps": state.step,
         "epochs": state.epoch,
-        "train_minutes": state.elapsed_s / 60,
+        "train_minutes": elapsed_s / 60,
         f"target_{unit}": state.target_tokens,
-        f"{unit}_per_s": state.target_tokens / max(state.elapsed_s, 1e-9),
+        f"{unit}_per_s": state.target_tokens / max(elapsed_s, 1e-9),
         "best_step": state.best_step,
         "skipped_steps": state.skipped_steps,
     }

@@ -13,7 +13,10 @@ decay along with the clock as well as with the steps: the schedule's progress is
 max(step / max_steps, elapsed / budget), expressed as a `decay_step` (`budget_decay_step`), so
 that on a machine too slow to reach `max_steps` in the budget the decay still ends, at the
 schedule's final learning rate, when the budget does. Warmup counts optimizer steps (it is
-there for Adam's moment estimates, which depend on updates, not seconds).
+there for Adam's moment estimates, which depend on updates, not seconds), unless it is given as
+a share of the run (`train.warmup: 6%`, see `aiayn.training.progress`): then it ends when the
+schedule's progress reaches that share, `decay_step` reaching share * max_steps, so it takes
+the same share of the budget on a slow machine as on a fast one (fewer updates on the slow one).
 
 What this does to reproducibility: the elapsed time comes from the clock, so the learning rate
 depends on how fast the machine ran. Every checkpoint records the training time so far, and a
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import math
 
+from aiayn.settings import parse_share
 from aiayn.training.config import TrainConfig
 
 
@@ -54,27 +58,29 @@ def learning_rate(
     schedule: str,
     *,
     d_model: int,
-    warmup: int,
+    warmup: float,
     scale: float = 1.0,
     lr: float = 1e-3,
     min_lr: float = 0.0,
     total_steps: int | None = None,
     decay_step: float | None = None,
+    warmup_follows_decay: bool = False,
 ) -> float:
     """Learning rate for 1-based `step` under `schedule` ('noam', 'inverse_sqrt', 'cosine', 'constant').
 
-    Warmup follows `step`; the decay follows `decay_step` (default `step`; further on when a
-    time budget runs ahead of the steps, see `budget_decay_step`). Each schedule is the
-    smaller of its warmup and its decay, so a decay that starts during warmup takes over
-    without a jump.
+    Warmup follows `step` (or `decay_step` when `warmup_follows_decay`: a warmup that is a share
+    of the run); the decay follows `decay_step` (default `step`; further on when a time budget
+    runs ahead of the steps, see `budget_decay_step`). Each schedule is the smaller of its
+    warmup and its decay, so a decay that starts during warmup takes over without a jump.
     """
     step = max(step, 1)
     decay = step if decay_step is None else max(decay_step, step)
+    ramp = decay if warmup_follows_decay else step
     if schedule == "noam":
         if decay == step:
             return noam_lr(step, d_model, warmup, scale)
-        return scale * d_model**-0.5 * min(decay**-0.5, step * warmup**-1.5)
-    warm = min(1.0, step / warmup) if warmup > 0 else 1.0
+        return scale * d_model**-0.5 * min(decay**-0.5, ramp * warmup**-1.5)
+    warm = min(1.0, ramp / warmup) if warmup > 0 else 1.0
     if schedule == "constant":
         return lr * warm
     if schedule == "inverse_sqrt":
@@ -96,11 +102,15 @@ def train_learning_rate(cfg: TrainConfig, d_model: int, step: int, elapsed_s: fl
     """The learning rate of the `train` section `cfg` at 1-based `step`, `elapsed_s` seconds of
     training in (the clock counts only with `max_minutes` and `schedule_follows_budget`)."""
     follows = cfg.max_minutes is not None and cfg.schedule_follows_budget
+    share = parse_share("train.warmup", cfg.warmup)
+    if share is not None and cfg.max_steps is None:
+        raise ValueError("a warmup given as a share of the run needs train.max_steps")
     return learning_rate(
         step,
         cfg.schedule,
         d_model=d_model,
-        warmup=cfg.warmup,
+        warmup=cfg.warmup if share is None else share * cfg.max_steps,
+        warmup_follows_decay=share is not None,
         scale=cfg.lr_scale,
         lr=cfg.lr,
         min_lr=cfg.min_lr,

@@ -1,8 +1,8 @@
 """Where a training run stands, and when it stops.
 
 `TrainState` is everything besides weights and optimizer that a checkpoint needs to continue
-a run exactly; `out_of_budget` says whether one of the run's budgets (steps, minutes, early
-stopping) is spent.
+a run exactly (the training time is the `TrainClock`'s, `aiayn.training.clock`);
+`out_of_budget` says whether one of the run's budgets (steps, minutes, early stopping) is spent.
 """
 
 from __future__ import annotations
@@ -14,12 +14,11 @@ from aiayn.training.config import TrainConfig
 
 @dataclass
 class TrainState:
-    """Everything besides weights and optimizer needed to continue a run exactly."""
+    """Everything besides weights, optimizer and clock needed to continue a run exactly."""
 
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0
-    elapsed_s: float = 0.0
     target_tokens: int = 0
     best_metric: float | None = None
     best_step: int = 0

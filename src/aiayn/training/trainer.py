@@ -4,9 +4,10 @@ One optimisation step (Sec. 5): the token-budget batches of one step (several wi
 accumulation) go through the model; the summed (label-smoothed) loss is divided by the number
 of predictions of the whole step; gradients are clipped; Adam (beta1 0.9, beta2 0.98,
 eps 1e-9, Sec. 5.3) updates the weights at the scheduled learning rate. Every `eval_every`
-steps the validation loss and the task's own metrics (BLEU, accuracy, ...) are measured, the
-best model by `train.validation_metric` is written to the run directory's root and a
-checkpoint is saved.
+steps (or share of the run, '6%': `aiayn.training.progress`) the validation loss and the task's
+own metrics (BLEU, accuracy, ...) are measured, the best model by `train.validation_metric` is
+written to the run directory's root and a checkpoint is saved; each checkpoint records the
+clock and the run's progress (which `average_checkpoints(tail=...)` selects by).
 
 The Trainer knows no task: its data is any `BatchedDataset` (`aiayn.data.batching`), its loss
 a `LossFn` over its batches, and whether a metric is better higher or lower is the
@@ -16,7 +17,12 @@ Under torchrun (a `DistContext` from `aiayn.training.distributed`), each rank tr
 own share of the batches through a DDP-wrapped model; the step's loss is normalised by the
 predictions of all ranks, so the update is that of one process on the union batch. Rank 0
 alone validates and writes; its stop decisions are broadcast to every rank.
-A time-following schedule uses rank 0's clock on every rank (see `aiayn.training.schedule`).
+
+Training time is the `TrainClock`'s (`aiayn.training.clock`): it runs from the first step
+(after the start-up precision timing) to the end of `fit`, continues from the time a
+checkpoint recorded on resume, and is written into every checkpoint. Once per step the loop
+takes rank 0's reading and stop decision to every rank in one all-reduce (`_shared_reading`),
+so a time-following schedule uses rank 0's clock everywhere (see `aiayn.training.schedule`).
 """
 
 from __future__ import annotations
@@ -24,7 +30,6 @@ from __future__ import annotations
 import logging
 import math
 import signal
-import time
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict
 from pathlib import Path
@@ -38,6 +43,7 @@ from aiayn.data.batching import BatchedDataset
 from aiayn.errors import TrainingError
 from aiayn.files import atomic_write_text
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
+from aiayn.training.clock import Timer, TrainClock
 from aiayn.training.config import RunConfig
 from aiayn.training.device import autocast, resolve_precision, select_device
 from aiayn.training.distributed import (
@@ -56,6 +62,7 @@ from aiayn.training.distributed import (
 )
 from aiayn.training.loss import validation_loss
 from aiayn.training.precision import choose_precision
+from aiayn.training.progress import Cadence, run_progress
 from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import train_learning_rate
 from aiayn.training.state import StopRequested, TrainState, out_of_budget
@@ -87,6 +94,7 @@ class Trainer(Generic[BatchT]):
             forward passes of training go through `self.ddp_model` (the DDP wrapper when
             distributed).
         command: the CLI command that resumes this run, for the message after an interrupt.
+        timer: the clock's time source (`time.perf_counter`; tests pass a fake one).
     """
 
     def __init__(
@@ -103,6 +111,7 @@ class Trainer(Generic[BatchT]):
         save_extra: SaveExtra | None = None,
         dist: DistContext | None = None,
         command: str = "aiayn train",
+        timer: Timer | None = None,
     ) -> None:
         self.config = config
         train = config.train
@@ -123,7 +132,10 @@ class Trainer(Generic[BatchT]):
             torch.manual_seed(train.seed + self.dist.rank)  # different dropout on each rank
         self.state = TrainState(world_size=self.dist.world_size)
         self.last_step_tokens = 0
-        self.schedule_elapsed_s = 0.0  # training time at the current step, as rank 0 measured it
+        budget_s = 60 * train.max_minutes if train.max_minutes is not None else None
+        self.clock = TrainClock(budget_s) if timer is None else TrainClock(budget_s, timer)
+        self.cadence = Cadence(train.eval_every)
+        self.validated_step: int | None = None  # the step of this session's last validation
         self.optimizer = torch.optim.Adam(
             self.model.parameters(),
             lr=0.0,
@@ -146,7 +158,10 @@ class Trainer(Generic[BatchT]):
         state = load_training_state(latest)
         restore_weights(self.model, latest)
         self.optimizer.load_state_dict(state["optimizer"])
-        self.state = TrainState(**state["train_state"])
+        train_state = dict(state["train_state"])
+        earlier_elapsed = train_state.pop("elapsed_s", 0.0)  # where checkpoints before the clock kept it
+        self.clock.load_state_dict(state.get("clock", {"elapsed_s": earlier_elapsed}))
+        self.state = TrainState(**train_state)
         restore_rng(state, self.dist, seed=self.config.train.seed + self.dist.world_size * self.state.step)
         if self.state.world_size != self.dist.world_size:
             log.warning(
@@ -165,6 +180,8 @@ class Trainer(Generic[BatchT]):
         return {
             "optimizer": self.optimizer.state_dict(),
             "train_state": asdict(self.state),
+            "clock": self.clock.state_dict(),
+            "progress": self.progress(self.clock.elapsed_s()),
             **rng_state(),
         }
 
@@ -212,10 +229,10 @@ class Trainer(Generic[BatchT]):
             self.state.batch_in_epoch = 0
 
     # -------------------------------------------------------------- one step
-    def learning_rate(self, step: int) -> float:
-        """The rate for 1-based `step`, at the training time `schedule_elapsed_s`."""
+    def learning_rate(self, step: int, elapsed_s: float) -> float:
+        """The rate for 1-based `step`, `elapsed_s` seconds of training in."""
         d_model = self.model.config.d_model
-        return train_learning_rate(self.config.train, d_model, step, self.schedule_elapsed_s)
+        return train_learning_rate(self.config.train, d_model, step, elapsed_s)
 
     def accumulate_gradients(self, batches: list[BatchT]) -> tuple[float, int]:
         """Forward and backward passes over this rank's micro-batches of one step.
@@ -241,13 +258,15 @@ class Trainer(Generic[BatchT]):
         (total,) = all_reduce_sum([total], self.dist, self.device)
         return total, round(global_tokens)
 
-    def train_step(self, batches: list[BatchT]) -> float | None:
-        """One optimizer update over `batches` (this rank's share); returns the loss per
+    def train_step(self, batches: list[BatchT], elapsed_s: float | None = None) -> float | None:
+        """One optimizer update over `batches` (this rank's share), at the learning rate of
+        `elapsed_s` seconds of training (default: this process's clock now); returns the loss per
         prediction (over all ranks), or None when the step was skipped because the loss or the
         gradients were not finite (the same decision on every rank)."""
         total, num_tokens = self.accumulate_gradients(batches)
         self.last_step_tokens = num_tokens
-        lr = self.learning_rate(self.state.step + 1)
+        elapsed = self.clock.elapsed_s() if elapsed_s is None else elapsed_s
+        lr = self.learning_rate(self.state.step + 1, elapsed)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         max_norm = self.config.train.clip_grad_norm or float("inf")
@@ -311,17 +330,25 @@ class Trainer(Generic[BatchT]):
                 self.save_extra(self.run_dir)
 
     # -------------------------------------------------------------- the loop
-    def _stop_reason(self, started: float) -> str | None:
-        """`out_of_budget` as decided by rank 0 (clocks differ between ranks), for all ranks.
-        Also sets `schedule_elapsed_s` to rank 0's training time so far, on every rank."""
-        elapsed = self.state.elapsed_s + time.perf_counter() - started
-        reason = out_of_budget(self.config.train, self.state, elapsed) if self.dist.is_main else None
+    def progress(self, elapsed_s: float) -> float | None:
+        """The run's progress at the current step, `elapsed_s` seconds in (`run_progress`)."""
+        max_steps = self.config.train.max_steps
+        return run_progress(self.state.step, elapsed_s, max_steps=max_steps, budget_s=self.clock.budget_s)
+
+    def stop_reason(self, elapsed_s: float) -> str | None:
+        """Why training must stop `elapsed_s` seconds in (a budget is spent), or None."""
+        return out_of_budget(self.config.train, self.state, elapsed_s)
+
+    def _shared_reading(self) -> tuple[float, str | None]:
+        """Rank 0's training time and stop decision, on every rank (clocks differ between ranks,
+        and only rank 0 validates, so only it knows about early stopping); one all-reduce."""
+        elapsed = self.clock.elapsed_s()
+        reason = self.stop_reason(elapsed) if self.dist.is_main else None
         if self.dist.enabled:  # a sum over rank 0's values and zeros: rank 0's values everywhere
             mine = [float(reason is not None), elapsed] if self.dist.is_main else [0.0, 0.0]
             stop, elapsed = all_reduce_sum(mine, self.dist, self.device)
             reason = reason or ("stopped by rank 0" if stop else None)
-        self.schedule_elapsed_s = elapsed
-        return reason
+        return elapsed, reason
 
     def _stop_requested(self) -> bool:
         """A stop signal arrived (under torchrun: on any rank; then all ranks stop here)."""
@@ -362,35 +389,39 @@ class Trainer(Generic[BatchT]):
             unit="step",
             dynamic_ncols=True,
         )
-        started = time.perf_counter()
-        window_tokens, window_start, reason, last_loss = 0, time.perf_counter(), None, None
+        self.cadence.start(self.progress(self.clock.elapsed_s()))  # the checkpoint's time, on every rank
+        self.clock.start()
+        window_tokens, window_start, last_loss = 0, self.clock.timer(), None
         batches = self._batches()
         try:
-            while (reason := self._stop_reason(started)) is None:
+            while True:
+                elapsed, reason = self._shared_reading()
+                if reason is not None:
+                    break
                 group = [b for _, b in zip(range(train.accumulate), batches, strict=False)]
                 if not group:
                     reason = f"reached train.max_epochs={train.max_epochs}"
                     break
-                loss = self.train_step(group)
+                loss = self.train_step(group, elapsed)
                 if loss is None:
                     continue
                 bar.update(1)
                 window_tokens += self.last_step_tokens  # over all ranks
                 step, last_loss = self.state.step, loss
                 if step % train.log_every == 0 or step == 1:
-                    self._log_train(loss, window_tokens, window_start, started, bar)
-                    window_tokens, window_start, last_loss = 0, time.perf_counter(), None
-                if step % train.eval_every == 0:
-                    self._validate_and_save(started)
+                    self._log_train(loss, window_tokens, window_start, bar)
+                    window_tokens, window_start, last_loss = 0, self.clock.timer(), None
+                if self.cadence.due(step, self.progress(elapsed)):  # rank 0's time: the same on all ranks
+                    self.cadence.passed(self.progress(elapsed))
+                    self._validate_and_save()
                 if self._stop_requested():
                     raise StopRequested
             if last_loss is not None:  # the last step had no row yet: log its (final) learning rate
-                self._log_train(last_loss, window_tokens, window_start, started, bar)
-            if self.state.step % train.eval_every != 0 or self.state.step == 0:
-                self._validate_and_save(started)
+                self._log_train(last_loss, window_tokens, window_start, bar)
+            if self.cadence.due_at_end(self.state.step, self.validated_step):
+                self._validate_and_save()
             log.info("training stopped: %s", reason)
         except StopRequested:
-            self.state.elapsed_s += time.perf_counter() - started
             path = self.save_checkpoint()
             barrier(self.dist)  # no rank exits while rank 0 writes
             name = signal.Signals(self.stop_signal).name
@@ -403,41 +434,36 @@ class Trainer(Generic[BatchT]):
                 )
             raise
         finally:
+            self.clock.stop()
             bar.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-        self.state.elapsed_s += time.perf_counter() - started
         return self.state
 
-    def _log_train(
-        self, loss: float, window_tokens: int, window_start: float, started: float, bar: Any
-    ) -> None:
+    def _log_train(self, loss: float, window_tokens: int, window_start: float, bar: Any) -> None:
         """One `train` row of metrics.jsonl for the step just taken."""
-        now = time.perf_counter()
+        now = self.clock.timer()
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
         lr = self.optimizer.param_groups[0]["lr"]
         bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
         self.metrics.write({
             "step": self.state.step, "split": "train", "loss": loss, "lr": lr, "epoch": self.state.epoch,
             "tokens_per_s": tokens_per_s, "step_tgt_tokens": self.last_step_tokens,
-            "elapsed_s": self.state.elapsed_s + now - started,
+            "elapsed_s": self.clock.elapsed_s(),
         })
 
-    def _validate_and_save(self, started: float) -> None:
+    def _validate_and_save(self) -> None:
         """Validate (rank 0 only; the others wait) and save a checkpoint."""
-        now = time.perf_counter()
+        self.validated_step = self.state.step
         if self.dist.is_main:
+            before = self.clock.timer()
             record = self.validate()
             self.metrics.write({
                 "step": self.state.step, "split": "val", **record,
-                "elapsed_s": self.state.elapsed_s + time.perf_counter() - started,
-                "validation_s": time.perf_counter() - now,
+                "elapsed_s": self.clock.elapsed_s(),
+                "validation_s": self.clock.timer() - before,
             })
             shown = ", ".join(f"{k} {v:.4g}" for k, v in record.items())
             log.info("step %d: validation %s", self.state.step, shown)
-        # Store elapsed time so far in the checkpoint, then keep counting from here.
-        saved_elapsed = self.state.elapsed_s
-        self.state.elapsed_s += time.perf_counter() - started
         self.save_checkpoint()
-        self.state.elapsed_s = saved_elapsed
         barrier(self.dist)
