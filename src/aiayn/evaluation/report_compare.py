@@ -43,14 +43,14 @@ def paired_bootstrap(
     test = PairedTest(named, metrics, refs, test_type="bs", n_samples=samples)
     signatures, scores = test()
     results = {}
-    for name in ("BLEU", "chrF"):
-        base, other = scores[name]
+    for name, key in zip(("BLEU", "chrF"), [k for k in scores if k != "System"], strict=True):
+        base, other = scores[key]  # sacreBLEU names chrF by its beta: 'chrF2'
         results[name] = {
             "baseline": round(float(base.score), 4), "system": round(float(other.score), 4),
             "p_value": float(other.p_value),
             "baseline_mean": _maybe(base.mean), "baseline_ci": _maybe(base.ci),
             "system_mean": _maybe(other.mean), "system_ci": _maybe(other.ci),
-            "signature": signatures[name].format(),
+            "signature": signatures[key].format(),
         }
     return results
 

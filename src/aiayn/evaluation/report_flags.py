@@ -106,7 +106,7 @@ def repetition(hypothesis: Sequence[str], reference: Sequence[str] | None, ngram
     the reference has the same pair. N-grams inside a longer reported one are not repeated.
     """
     found: list[tuple[str, ...]] = []
-    for n in range(len(hypothesis) // 2, max(ngram, 1) - 1, -1):
+    for n in range(len(hypothesis) - 1, max(ngram, 1) - 1, -1):
         hyp_counts = _ngrams(hypothesis, n)
         ref_counts = _ngrams(reference, n) if reference is not None else Counter()
         for gram, count in hyp_counts.items():
