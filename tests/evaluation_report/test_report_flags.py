@@ -26,12 +26,12 @@ def test_omission_finds_the_source_token_no_output_attends_to():
 
 
 def test_repetition_counts_ngrams_beyond_the_reference():
-    hyp = "a man a man rides a bike".split()
-    assert flags.repetition(hyp, "a man rides a bike".split(), 2) == ["a man"]
-    assert flags.repetition(hyp, "a man and a man ride".split(), 2) == []  # the reference repeats it too
-    assert flags.repetition("the dog the dog the dog".split(), None, 2) == ["the dog the dog"]
-    assert flags.repetition("the the cat".split(), "the cat".split(), 2) == ["the the"]
-    assert flags.repetition("a b c a b c".split(), "a b c".split(), 4) == []  # only 3-grams repeat
+    hyp = ["a", "man", "a", "man", "rides", "a", "bike"]
+    assert flags.repetition(hyp, ["a", "man", "rides", "a", "bike"], 2) == ["a man"]
+    assert flags.repetition(hyp, ["a", "man", "and", "a", "man", "ride"], 2) == []  # the reference repeats it too
+    assert flags.repetition(["the", "dog", "the", "dog", "the", "dog"], None, 2) == ["the dog the dog"]
+    assert flags.repetition(["the", "the", "cat"], ["the", "cat"], 2) == ["the the"]
+    assert flags.repetition(["a", "b", "c", "a", "b", "c"], ["a", "b", "c"], 4) == []  # only 3-grams repeat
 
 
 def test_length_band_and_ratio():
@@ -48,9 +48,9 @@ def test_unknown_tokens_and_byte_fallbacks():
 
 
 def test_copy_and_the_tokens_it_highlights():
-    source, hyp, ref = "die Katze schläft".split(), "the Katze sleeps".split(), "the cat sleeps".split()
+    source, hyp, ref = ["die", "Katze", "schläft"], ["the", "Katze", "sleeps"], ["the", "cat", "sleeps"]
     assert flags.copy(source, hyp, ref, 4) == ["Katze"]
-    assert flags.copy(source, hyp, "the Katze sleeps".split(), 4) == []  # the reference keeps it: a name
+    assert flags.copy(source, hyp, ["the", "Katze", "sleeps"], 4) == []  # the reference keeps it: a name
     assert flags.copy(source, hyp, ref, 6) == []
     assert flags.copied_token_positions("die Katze schläft", ["▁die", "▁Kat", "ze", "▁schläft"], ["Katze"]) == [1, 2]
     assert flags.copied_token_positions("ab ab", list("ab ab"), ["ab"]) == [0, 1, 3, 4]
