@@ -52,16 +52,30 @@ def fabricated() -> tuple[list[str], list[str], ModelOutputs]:
     for i, (source, hypothesis, _, flag) in enumerate(CASES):
         src_tokens = source_tokens(source)
         tgt_tokens = ["<s>", *[f"▁{w}" for w in hypothesis.split()]]
-        cross = None if i == NO_ATTENTION else cross_attention(
-            len(tgt_tokens), len(src_tokens), OMITTED if flag == "omission" else None
+        cross = (
+            None
+            if i == NO_ATTENTION
+            else cross_attention(len(tgt_tokens), len(src_tokens), OMITTED if flag == "omission" else None)
         )
         unknown_positions = [UNKNOWN_POSITION] if flag == "unknown" else []
-        sentences.append(SentenceOutput(
-            hypothesis=hypothesis, source_tokens=src_tokens, target_tokens=tgt_tokens,
-            source_unknown=unknown_positions, unknown_tokens=["<unk>"] * len(unknown_positions), cross=cross,
-        ))
-    model = {"directory": "fabricated", "d_model": 8, "num_heads": HEADS, "num_encoder_layers": LAYERS,
-             "num_decoder_layers": LAYERS, "device": "cpu"}
+        sentences.append(
+            SentenceOutput(
+                hypothesis=hypothesis,
+                source_tokens=src_tokens,
+                target_tokens=tgt_tokens,
+                source_unknown=unknown_positions,
+                unknown_tokens=["<unk>"] * len(unknown_positions),
+                cross=cross,
+            )
+        )
+    model = {
+        "directory": "fabricated",
+        "d_model": 8,
+        "num_heads": HEADS,
+        "num_encoder_layers": LAYERS,
+        "num_decoder_layers": LAYERS,
+        "device": "cpu",
+    }
     outputs = ModelOutputs("fabricated", sentences, model)
     return [c[0] for c in CASES], [c[2] for c in CASES], outputs
 
@@ -78,8 +92,15 @@ def tiny_model(tmp_path_factory):
     texts = ["ein hund läuft", "zwei katzen", "a dog runs", "two cats"]
     tokenizer = Tokenizer.train_char(texts)
     torch.manual_seed(0)
-    config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_encoder_layers=2,
-                              num_decoder_layers=2, d_ff=64, max_len=64)
+    config = ModelConfig.tiny(
+        vocab_size=tokenizer.vocab_size,
+        d_model=32,
+        num_heads=2,
+        num_encoder_layers=2,
+        num_decoder_layers=2,
+        d_ff=64,
+        max_len=64,
+    )
     model = Transformer(config)
     model.save_pretrained(directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)

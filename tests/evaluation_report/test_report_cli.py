@@ -37,8 +37,23 @@ def run_fails(argv, capsys) -> str:
 def test_evaluate_writes_page_and_json_with_the_models_attention(tiny_model, files, tmp_path, capsys):
     src, ref = files
     out = tmp_path / "report.html"
-    argv = ["evaluate", "--model", str(tiny_model), "--input", str(src), "--ref", str(ref), "--device", "cpu",
-            "--report", str(out), "--beam", "2", "--max-len", "5"]
+    argv = [
+        "evaluate",
+        "--model",
+        str(tiny_model),
+        "--input",
+        str(src),
+        "--ref",
+        str(ref),
+        "--device",
+        "cpu",
+        "--report",
+        str(out),
+        "--beam",
+        "2",
+        "--max-len",
+        "5",
+    ]
     assert main(argv) == 0
     printed = capsys.readouterr().out
     data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
@@ -50,7 +65,9 @@ def test_evaluate_writes_page_and_json_with_the_models_attention(tiny_model, fil
     assert "unknown" in data["sentences"][2]["flags"]  # '☃' is not in the character vocabulary
     # the hypotheses are the model's beam output, and the attention is its own on them
     translator = Translator.load(tiny_model, "cpu")
-    assert [s["hypothesis"] for s in data["sentences"]] == translator.translate(SOURCES, beam=2, max_len_extra=5)
+    assert [s["hypothesis"] for s in data["sentences"]] == translator.translate(
+        SOURCES, beam=2, max_len_extra=5
+    )
     sentence = data["sentences"][0]
     src_ids = [*translator.tokenizers.source.encode(SOURCES[0]), translator.model.config.eos_id]
     tgt_ids = [translator.model.config.bos_id, *translator.tokenizers.target.encode(sentence["hypothesis"])]
@@ -65,8 +82,21 @@ def test_evaluate_writes_page_and_json_with_the_models_attention(tiny_model, fil
 def test_translate_report_without_reference(tiny_model, files, tmp_path, capsys):
     src, _ = files
     out, hyp = tmp_path / "t.html", tmp_path / "t.hyp"
-    argv = ["translate", "--model", str(tiny_model), "--input", str(src), "--output", str(hyp),
-            "--device", "cpu", "--report", str(out), "--max-len", "5"]
+    argv = [
+        "translate",
+        "--model",
+        str(tiny_model),
+        "--input",
+        str(src),
+        "--output",
+        str(hyp),
+        "--device",
+        "cpu",
+        "--report",
+        str(out),
+        "--max-len",
+        "5",
+    ]
     assert main(argv) == 0
     data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
     assert not data["has_reference"] and "bleu" not in data["corpus"]
@@ -80,8 +110,21 @@ def test_ctranslate2_model_marks_attention_unavailable(tiny_model, files, tmp_pa
     ct2 = export_ctranslate2(tiny_model, tmp_path / "ct2")
     src, ref = files
     out = tmp_path / "ct2.html"
-    argv = ["evaluate", "--model", str(ct2), "--input", str(src), "--ref", str(ref), "--report", str(out),
-            "--omission-threshold", "0.5", "--max-len", "5"]
+    argv = [
+        "evaluate",
+        "--model",
+        str(ct2),
+        "--input",
+        str(src),
+        "--ref",
+        str(ref),
+        "--report",
+        str(out),
+        "--omission-threshold",
+        "0.5",
+        "--max-len",
+        "5",
+    ]
     assert main(argv) == 0
     err = capsys.readouterr().err
     assert "omission flag and attention view unavailable: a CTranslate2 model" in err
@@ -96,19 +139,47 @@ def test_bad_input_gives_one_line_errors(tiny_model, files, tmp_path, capsys):
     src, ref = files
     base = ["evaluate", "--model", str(tiny_model), "--device", "cpu"]
     short = write(tmp_path / "short.txt", REFERENCES[:2])
-    err = run_fails([*base, "--input", str(src), "--ref", str(short), "--report", str(tmp_path / "r.html")], capsys)
+    err = run_fails(
+        [*base, "--input", str(src), "--ref", str(short), "--report", str(tmp_path / "r.html")], capsys
+    )
     assert "has 3 lines but" in err and "short.txt has 2" in err
     empty = write(tmp_path / "empty.txt", [])
-    err = run_fails([*base, "--input", str(empty), "--ref", str(empty), "--report", str(tmp_path / "r.html")], capsys)
+    err = run_fails(
+        [*base, "--input", str(empty), "--ref", str(empty), "--report", str(tmp_path / "r.html")], capsys
+    )
     assert "empty" in err
-    err = run_fails([*base, "--input", str(src), "--ref", str(ref), "--report", str(tmp_path / "r.txt")], capsys)
+    err = run_fails(
+        [*base, "--input", str(src), "--ref", str(ref), "--report", str(tmp_path / "r.txt")], capsys
+    )
     assert ".html" in err
     err = run_fails([*base, "--input", str(src), "--ref", str(ref), "--compare-hyp", str(ref)], capsys)
     assert "need --report" in err
-    err = run_fails([*base, "--input", str(src), "--ref", str(ref), "--report", str(tmp_path / "r.html"),
-                     "--compare-hyp", str(short)], capsys)
+    err = run_fails(
+        [
+            *base,
+            "--input",
+            str(src),
+            "--ref",
+            str(ref),
+            "--report",
+            str(tmp_path / "r.html"),
+            "--compare-hyp",
+            str(short),
+        ],
+        capsys,
+    )
     assert "short.txt has 2" in err
-    err = run_fails(["translate", "--model", str(tiny_model), "--input", str(empty), "--report",
-                     str(tmp_path / "t.html")], capsys)
+    err = run_fails(
+        [
+            "translate",
+            "--model",
+            str(tiny_model),
+            "--input",
+            str(empty),
+            "--report",
+            str(tmp_path / "t.html"),
+        ],
+        capsys,
+    )
     assert "no lines" in err
     assert not (tmp_path / "r.html").exists() and not (tmp_path / "r.json").exists()

@@ -28,7 +28,9 @@ def test_omission_finds_the_source_token_no_output_attends_to():
 def test_repetition_counts_ngrams_beyond_the_reference():
     hyp = ["a", "man", "a", "man", "rides", "a", "bike"]
     assert flags.repetition(hyp, ["a", "man", "rides", "a", "bike"], 2) == ["a man"]
-    assert flags.repetition(hyp, ["a", "man", "and", "a", "man", "ride"], 2) == []  # the reference repeats it too
+    assert (
+        flags.repetition(hyp, ["a", "man", "and", "a", "man", "ride"], 2) == []
+    )  # the reference repeats it too
     assert flags.repetition(["the", "dog", "the", "dog", "the", "dog"], None, 2) == ["the dog the dog"]
     assert flags.repetition(["the", "the", "cat"], ["the", "cat"], 2) == ["the the"]
     assert flags.repetition(["a", "b", "c", "a", "b", "c"], ["a", "b", "c"], 4) == []  # only 3-grams repeat
@@ -52,7 +54,9 @@ def test_copy_and_the_tokens_it_highlights():
     assert flags.copy(source, hyp, ref, 4) == ["Katze"]
     assert flags.copy(source, hyp, ["the", "Katze", "sleeps"], 4) == []  # the reference keeps it: a name
     assert flags.copy(source, hyp, ref, 6) == []
-    assert flags.copied_token_positions("die Katze schläft", ["▁die", "▁Kat", "ze", "▁schläft"], ["Katze"]) == [1, 2]
+    assert flags.copied_token_positions(
+        "die Katze schläft", ["▁die", "▁Kat", "ze", "▁schläft"], ["Katze"]
+    ) == [1, 2]
     assert flags.copied_token_positions("ab ab", list("ab ab"), ["ab"]) == [0, 1, 3, 4]
 
 
@@ -84,7 +88,9 @@ def test_each_flag_fires_exactly_where_planted():
 def test_thresholds_change_what_fires():
     sources, references, outputs = fabricated()
     strict = FlagSettings(length_low=0.1, copy_min_chars=6, repetition_ngram=3, omission_threshold=0.0)
-    fired = {s["id"]: set(s["flags"]) for s in build_report(sources, references, outputs, strict)["sentences"]}
+    fired = {
+        s["id"]: set(s["flags"]) for s in build_report(sources, references, outputs, strict)["sentences"]
+    }
     assert fired == {i: ({"unknown"} if i == 4 else set()) for i in range(len(sources))}
 
 
@@ -96,7 +102,8 @@ def test_without_reference_and_without_attention():
     data = build_report(sources, None, outputs)
     assert not data["has_reference"] and "bleu" not in data["corpus"] and "words" not in data
     assert data["flags"]["omission"] == {
-        "description": data["flags"]["omission"]["description"], "available": False,
+        "description": data["flags"]["omission"]["description"],
+        "available": False,
         "note": "unavailable: a CTranslate2 model",
     }
     assert data["corpus"]["flag_counts"]["omission"] is None
