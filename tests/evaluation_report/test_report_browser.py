@@ -65,6 +65,12 @@ def rows(page, visible_only=False) -> list[dict]:
     )
 
 
+def show_sentence(page, sentence_id: int, state: str) -> None:
+    """Click a sentence's row and wait until its attention is drawn (or said unavailable)."""
+    page.click(f"#sentences-body tr[data-id='{sentence_id}']")
+    page.wait_for_selector(f"#attention-card[data-sentence='{sentence_id}'][data-state='{state}']")
+
+
 def heatmap(page) -> tuple[dict, np.ndarray]:
     """The heatmap's state and its weights (queries, keys)."""
     state = page.eval_on_selector("#heatmap", "t => ({...t.dataset})")
@@ -142,8 +148,7 @@ def test_fabricated_report(browser, fabricated_page):
     page.select_option("#flag-filter", "all")
 
     # click the omission sentence: its attention, the omitted source token outlined
-    page.click("#sentences-body tr[data-id='1']")
-    assert page.eval_on_selector("#attention-card", "c => c.dataset.state") == "shown"
+    show_sentence(page, 1, "shown")
     state, weights = heatmap(page)
     assert state == {"sentence": "1", "kind": "cross", "layer": "1", "head": "mean"}
     cross = decode_attention(data["sentences"][1]["attention"])
@@ -158,8 +163,7 @@ def test_fabricated_report(browser, fabricated_page):
     assert page.eval_on_selector_all("#heatmap thead th.flagged", "ths => ths.length") == 1  # kept on redraw
 
     # a sentence without attention says so
-    page.click(f"#sentences-body tr[data-id='{NO_ATTENTION}']")
-    assert page.eval_on_selector("#attention-card", "c => c.dataset.state") == "unavailable"
+    show_sentence(page, NO_ATTENTION, "unavailable")
     assert "unavailable" in page.inner_text("#attention-note")
 
     assert page.errors == []
@@ -196,7 +200,7 @@ def test_dates_model_report(browser, dates_run, tmp_path):
     values = [float(row["chrf"]) for row in rows(page)]
     assert values == sorted(values)
 
-    page.click("#sentences-body tr[data-id='0']")
+    show_sentence(page, 0, "shown")
     translator = Translator.load(dates_run, "cpu")
     config = translator.model.config
     src_ids = [*translator.tokenizers.source.encode(sources[0]), config.eos_id]

@@ -15,8 +15,9 @@
   `unavailable` (flags not computed for this line), `highlight` (source token positions the
   flags point at), `source_tokens`, `target_tokens` and `attention`;
 - `attention` of a sentence: the encoder-decoder weights of every layer and head, (L, H, T, S),
-  each rounded to a byte (weight * 255) and base64-encoded (`shape` says L, H, T, S), or None:
-  `numpy.frombuffer(base64.b64decode(a["cross"]), numpy.uint8).reshape(a["shape"]) / 255`;
+  each rounded to a byte (weight * 255), zlib-compressed and base64-encoded (`shape` says
+  L, H, T, S), or None; `decode_attention` reads it back:
+  `numpy.frombuffer(zlib.decompress(base64.b64decode(a["cross"])), numpy.uint8).reshape(a["shape"]) / 255`;
 - `length_buckets`, `ratio_histogram`, `words` (`report_analysis`); `compare` (`report_compare`)
   when a second system is given.
 
@@ -27,6 +28,7 @@ the flags that compare with a reference compare with the source instead (see `re
 from __future__ import annotations
 
 import base64
+import zlib
 from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
@@ -47,14 +49,16 @@ FORMAT_VERSION = 1
 
 
 def encode_attention(cross: np.ndarray) -> dict[str, Any]:
-    """(L, H, T, S) weights in [0, 1] -> {"shape", "cross": base64 of round(weight * 255) bytes}."""
+    """(L, H, T, S) weights in [0, 1] -> {"shape", "cross": base64 of the zlib-compressed bytes
+    round(weight * 255)} (peaked attention has many bytes 0: it compresses well)."""
     quantized = np.clip(np.rint(np.asarray(cross, dtype=np.float64) * 255.0), 0, 255).astype(np.uint8)
-    return {"shape": list(quantized.shape), "cross": base64.b64encode(quantized.tobytes()).decode("ascii")}
+    packed = zlib.compress(quantized.tobytes(), 9)
+    return {"shape": list(quantized.shape), "cross": base64.b64encode(packed).decode("ascii")}
 
 
 def decode_attention(attention: dict[str, Any]) -> np.ndarray:
     """The (L, H, T, S) float32 weights of `encode_attention`'s output (to within 1/510)."""
-    raw = np.frombuffer(base64.b64decode(attention["cross"]), dtype=np.uint8)
+    raw = np.frombuffer(zlib.decompress(base64.b64decode(attention["cross"])), dtype=np.uint8)
     return raw.reshape(attention["shape"]).astype(np.float32) / 255.0
 
 

@@ -6,7 +6,7 @@
    Hooks for tests: body[data-ready="1"] once drawn; table#sentences carries data-sort and
    data-order; each row tr[data-id] has td.c-<column> cells and span.flag[data-flag] chips
    (class "unavailable" where a flag could not be computed); #attention-card carries
-   data-sentence and data-state ("shown" or "unavailable"). */
+   data-sentence and data-state ("loading", then "shown" or "unavailable"). */
 "use strict";
 const DATA = JSON.parse(document.getElementById("aiayn-data").textContent);
 const $ = (id) => document.getElementById(id);
@@ -261,8 +261,11 @@ function applyFilter() {
 }
 
 // ---------------------------------------------------------------- attention
-function decodeAttention(a) {
-  const raw = atob(a.cross), [L, H, T, S] = a.shape, out = [];
+/** The (L, H, T, S) weights of a sentence: base64 -> zlib stream -> bytes -> weight / 255. */
+async function decodeAttention(a) {
+  const packed = Uint8Array.from(atob(a.cross), (c) => c.charCodeAt(0));
+  const stream = new Blob([packed]).stream().pipeThrough(new DecompressionStream("deflate"));
+  const raw = new Uint8Array(await new Response(stream).arrayBuffer()), [L, H, T, S] = a.shape, out = [];
   let o = 0;
   for (let l = 0; l < L; l++) {
     const heads = [];
@@ -270,7 +273,7 @@ function decodeAttention(a) {
       const rows = [];
       for (let t = 0; t < T; t++) {
         const row = new Array(S);
-        for (let k = 0; k < S; k++) row[k] = raw.charCodeAt(o++) / 255;
+        for (let k = 0; k < S; k++) row[k] = raw[o++] / 255;
         rows.push(row);
       }
       heads.push(rows);
@@ -288,9 +291,10 @@ function markFlagged() {
     if (node.classList.contains("flagged") !== on) node.classList.toggle("flagged", on);
   });
 }
-function showAttention(id) {
+async function showAttention(id) {
   const s = DATA.sentences[id], card = $("attention-card");
   card.hidden = false;
+  card.dataset.state = "loading";
   card.dataset.sentence = String(id);
   $("attention-sentence").textContent = `#${id + 1}`;
   document.querySelectorAll("#sentences-body tr.selected").forEach((tr) => tr.classList.remove("selected"));
@@ -304,13 +308,15 @@ function showAttention(id) {
     shownSentence = null;
     return;
   }
-  card.dataset.state = "shown";
+  const cross = await decodeAttention(s.attention);
+  if (card.dataset.sentence !== String(id)) return;  // another sentence was clicked meanwhile
   $("attention-note").hidden = true;
   $("attention-view").hidden = false;
   shownSentence = s;
   AttentionView.show({source: s.source, target: s.hypothesis, translated: true, source_tokens: s.source_tokens,
-                      target_tokens: s.target_tokens, cross: decodeAttention(s.attention)}, id);
+                      target_tokens: s.target_tokens, cross}, id);
   markFlagged();
+  card.dataset.state = "shown";
   card.scrollIntoView({block: "nearest"});
 }
 
