@@ -34,7 +34,8 @@ def browser():
 @pytest.fixture(scope="module")
 def fabricated_page(tmp_path_factory):
     sources, references, outputs = fabricated()
-    page, _ = write_report(build_report(sources, references, outputs), tmp_path_factory.mktemp("fab") / "r.html")
+    path = tmp_path_factory.mktemp("fab") / "r.html"
+    page, _ = write_report(build_report(sources, references, outputs), path)
     return page
 
 
@@ -54,9 +55,13 @@ def rows(page, visible_only=False) -> list[dict]:
     return page.eval_on_selector_all(
         "#sentences-body tr",
         """(trs, visibleOnly) => trs.filter(tr => !visibleOnly || !tr.hidden).map(tr => {
-            const cell = (c) => { const td = tr.querySelector('td.c-' + c); return td ? td.textContent : null; };
+            const cell = (c) => {
+                const td = tr.querySelector('td.c-' + c);
+                return td ? td.textContent : null;
+            };
             return {id: +tr.dataset.id, source: cell('source'), hypothesis: cell('hypothesis'),
-                    reference: cell('reference'), chrf: cell('chrf'), bleu: cell('bleu'), ratio: cell('ratio'),
+                    reference: cell('reference'), chrf: cell('chrf'), bleu: cell('bleu'),
+                    ratio: cell('ratio'),
                     flags: [...tr.querySelectorAll('span.flag:not(.unavailable)')].map(s => s.dataset.flag),
                     unavailable: [...tr.querySelectorAll('span.flag.unavailable')].map(s => s.dataset.flag),
                     tooltips: [...tr.querySelectorAll('span.flag')].map(s => s.title)};
@@ -103,18 +108,15 @@ def assert_page_matches_json(page, data):
         assert set(row["unavailable"]) == set(s["unavailable"]) | {
             f for f in FLAGS if not data["flags"][f]["available"]
         }
-    figures = page.eval_on_selector_all(
-        "#figures .figure", "fs => Object.fromEntries(fs.map(f => [f.dataset.figure, f.querySelector('b').textContent]))"
-    )
+    bold_text = "xs => Object.fromEntries(xs.map(x => [x.dataset.KEY, x.querySelector('b').textContent]))"
+    figures = page.eval_on_selector_all("#figures .figure", bold_text.replace("KEY", "figure"))
     corpus = data["corpus"]
     assert figures["sentences"] == str(corpus["sentences"])
     if data["has_reference"]:
         assert (figures["bleu"], figures["chrf"]) == (fmt(corpus["bleu"]), fmt(corpus["chrf"]))
         assert figures["length_ratio"] == fmt(corpus["length_ratio"], 3)
         assert corpus["bleu_signature"] in page.inner_text("#bleu-signature")
-    counts = page.eval_on_selector_all(
-        ".flag-count", "cs => Object.fromEntries(cs.map(c => [c.dataset.flag, c.querySelector('b').textContent]))"
-    )
+    counts = page.eval_on_selector_all(".flag-count", bold_text.replace("KEY", "flag"))
     assert counts == {
         f: "unavailable" if corpus["flag_counts"][f] is None else str(corpus["flag_counts"][f]) for f in FLAGS
     }
@@ -176,7 +178,8 @@ def test_dates_model_report(browser, dates_run, tmp_path):
     a reference of the wrong length) are flagged on their lines; the attention cells of a clicked
     sentence are the model's own."""
     sources = ["Saturday, 21 November 2026", "21.11.26", "☃ March 3rd, 1999", "2 Jan 2001", "12/05/2010"]
-    references = ["2026-11-21", "2026-11-21", "1999-03-03", "2001-01-02 is a Tuesday in January", "2010-05-12"]
+    long_reference = "2001-01-02 is a Tuesday in January"
+    references = ["2026-11-21", "2026-11-21", "1999-03-03", long_reference, "2010-05-12"]
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text("\n".join(sources) + "\n", encoding="utf-8")
     ref.write_text("\n".join(references) + "\n", encoding="utf-8")
