@@ -23,7 +23,7 @@ CASES = [
     ("die Katze schläft", "the Katze sleeps", "the cat sleeps", "copy"),
     ("zwei kinder", "two children", "two children", None),
 ]
-OMITTED = 2  # the source token of "rote" in sentence 1 (tokens: ▁der ▁ro te ▁hund)
+OMITTED = [1, 2]  # the source tokens of "rote" in sentence 1 (tokens: ▁der ▁ro te ▁hund)
 NO_ATTENTION = 6  # the sentence given without attention
 UNKNOWN_POSITION = 1
 
@@ -36,7 +36,7 @@ def source_tokens(source: str) -> list[str]:
     return [*tokens, "</s>"]
 
 
-def cross_attention(num_targets: int, num_sources: int, dropped: int | None) -> np.ndarray:
+def cross_attention(num_targets: int, num_sources: int, dropped: int | list[int] | None) -> np.ndarray:
     """(L, H, T, S) weights spread over every source position but `dropped`, each row summing to 1;
     each head and layer a little different (so averaging is tested)."""
     rng = np.random.default_rng(num_targets * 31 + num_sources)

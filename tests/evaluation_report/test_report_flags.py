@@ -25,6 +25,17 @@ def test_omission_finds_the_source_token_no_output_attends_to():
     assert flags.omission(cross_attention(5, 6, dropped=5), 0.2) == []
 
 
+def test_omission_counts_whole_words_and_skips_punctuation():
+    cross = cross_attention(4, 6, dropped=[1])  # tokens: ▁der ▁ro te ▁hund ▁, </s>
+    words = flags.token_words("der rote hund ,", ["▁der", "▁ro", "te", "▁hund", "▁,"])
+    assert words == [0, 1, 1, 2, 3]
+    assert flags.omission(cross, 0.2, words) == []  # "te" carries the word "rote"
+    cross = cross_attention(4, 6, dropped=[1, 2, 4])
+    assert flags.omission(cross, 0.2, words) == [1, 2, 4]
+    assert flags.omission(cross, 0.2, words, checked=[True, True, True, False]) == [1, 2]
+    assert flags.token_words("ein ☃ hund", ["▁ein", "<unk>", "▁hund"]) == [0, 0, 2]
+
+
 def test_repetition_counts_ngrams_beyond_the_reference():
     hyp = ["a", "man", "a", "man", "rides", "a", "bike"]
     assert flags.repetition(hyp, ["a", "man", "rides", "a", "bike"], 2) == ["a man"]
@@ -74,7 +85,7 @@ def test_each_flag_fires_exactly_where_planted():
     assert fired == planted()
     assert data["corpus"]["flag_counts"] == {name: 1 for name in FLAGS}
     by_id = data["sentences"]
-    assert by_id[1]["highlight"] == [OMITTED] and "te (0.00)" in by_id[1]["flags"]["omission"]
+    assert by_id[1]["highlight"] == OMITTED and by_id[1]["flags"]["omission"] == "rote (0.00)"
     assert by_id[2]["flags"]["repetition"] == "a man"
     assert by_id[4]["highlight"] == [UNKNOWN_POSITION] and by_id[4]["flags"]["unknown"] == "<unk>"
     assert by_id[5]["flags"]["copy"] == "Katze" and by_id[5]["highlight"] == [1]

@@ -87,11 +87,15 @@ def sentence_flags(
         unavailable.append("omission")
     else:
         mass = flags.attention_mass(output.cross)
-        dropped = flags.omission(output.cross, settings.omission_threshold)
+        words_of = flags.token_words(source, output.source_tokens[:-1])
+        texts = source.split()
+        checked = [any(ch.isalnum() for ch in word) for word in texts]
+        dropped = flags.omission(output.cross, settings.omission_threshold, words_of, checked)
         if dropped:
-            fired["omission"] = ", ".join(
-                f"{output.source_tokens[j]} ({mass[j]:.2f})" for j in dropped
-            )
+            totals: dict[int, float] = {}
+            for j in dropped:
+                totals[words_of[j]] = totals.get(words_of[j], 0.0) + float(mass[j])
+            fired["omission"] = ", ".join(f"{texts[w]} ({m:.2f})" for w, m in totals.items())
             highlight.update(dropped)
     repeated = flags.repetition(hyp_words, ref_words, settings.repetition_ngram)
     if repeated:

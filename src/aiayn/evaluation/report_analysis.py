@@ -75,7 +75,8 @@ def ratio_histogram(ratios: Sequence[float | None]) -> list[dict[str, Any]]:
 def word_accuracy(
     hypothesis_words: Sequence[Sequence[str]], reference_words: Sequence[Sequence[str]], shown: int = 15
 ) -> dict[str, Any]:
-    """Target-word F-measure by reference frequency bucket, and the `shown` best and worst words.
+    """Target-word F-measure by reference frequency bucket, and the `shown` best and worst words
+    (among the words the references use twice or more, if any).
 
     Per sentence a word matches min(count in hypothesis, count in reference) times; a word's
     precision is matches / its hypothesis count, recall matches / its reference count.
@@ -111,8 +112,10 @@ def word_accuracy(
         scored.append({"word": word, "reference_count": in_ref[word], "hypothesis_count": in_hyp[word],
                        "f": round(_f(precision, recall), 4)})
     frequent = [s for s in scored if s["reference_count"] >= 2] or scored
-    best = sorted(frequent, key=lambda s: (-s["f"], -s["reference_count"], s["word"]))[:shown]
-    worst = sorted(frequent, key=lambda s: (s["f"], -s["reference_count"], s["word"]))[:shown]
+    ranked = sorted(frequent, key=lambda s: (-s["f"], -s["reference_count"], s["word"]))
+    count = min(shown, (len(ranked) + 1) // 2)  # few words: the two lists share none
+    best = ranked[:count]
+    worst = sorted(ranked[count:], key=lambda s: (s["f"], -s["reference_count"], s["word"]))[:shown]
     unused = sorted(((w, c) for w, c in in_hyp.items() if not in_ref[w]), key=lambda x: (-x[1], x[0]))
     return {"buckets": buckets, "best": best, "worst": worst,
             "never_in_reference": [{"word": w, "hypothesis_count": c} for w, c in unused[:shown]]}

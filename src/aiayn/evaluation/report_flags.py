@@ -4,8 +4,9 @@ Each flag reads the model's own output (its best beam hypothesis and, for *omiss
 encoder-decoder attention of Sec. 3.2.3 that produced it) and, where there is one, the
 reference:
 
-- omission: source tokens whose total cross-attention mass over the whole output (every
-  decoder position, mean over layers and heads) stays below `omission_threshold`;
+- omission: source words (their tokens together; words without a letter or digit left out)
+  whose total cross-attention mass over the whole output (every decoder position, mean over
+  layers and heads) stays below `omission_threshold`;
 - repetition: an n-gram (n >= `repetition_ngram`, in words) the hypothesis has more than once
   and more often than the reference; also a word repeated back to back ("the the");
 - length: hypothesis/reference length (sacreBLEU 13a tokens; the source without a reference)
@@ -50,7 +51,7 @@ class FlagSettings:
         against = "reference" if with_reference else "source"
         return {
             "omission": (
-                "a source token received less than "
+                "a source word (its tokens together) received less than "
                 f"{self.omission_threshold:g} of cross-attention in total over the whole output "
                 "(mean over layers and heads): the model may have dropped it"
             ),
@@ -88,10 +89,40 @@ def attention_mass(cross: np.ndarray) -> np.ndarray:
     return weights.sum(axis=0)
 
 
-def omission(cross: np.ndarray, threshold: float) -> list[int]:
-    """Source positions (the final `<eos>` left out) whose `attention_mass` is below `threshold`."""
-    mass = attention_mass(cross)
-    return [j for j in range(len(mass) - 1) if mass[j] < threshold]
+def omission(
+    cross: np.ndarray,
+    threshold: float,
+    words: Sequence[int] | None = None,
+    checked: Sequence[bool] | None = None,
+) -> list[int]:
+    """Source token positions of the words whose `attention_mass` together is below `threshold`.
+
+    Args:
+        cross: (L, H, T, S) or (T, S) encoder-decoder attention; the last key is `<eos>`, never flagged.
+        threshold: the least total attention a word must receive.
+        words: the word index of each source token but `<eos>` (S - 1 of them, see `token_words`);
+            None: each token is a word.
+        checked: per word, whether it may be flagged (None: all).
+    """
+    mass = attention_mass(cross)[:-1]
+    words = list(words) if words is not None else list(range(len(mass)))
+    word_mass: dict[int, float] = {}
+    for j, word in enumerate(words):
+        word_mass[word] = word_mass.get(word, 0.0) + float(mass[j])
+    dropped = {w for w, m in word_mass.items() if m < threshold and (checked is None or checked[w])}
+    return [j for j, word in enumerate(words) if word in dropped]
+
+
+def token_words(text: str, tokens: Sequence[str]) -> list[int]:
+    """The index of the whitespace-separated word of `text` that each token lies in (a token not
+    found in the text, such as `<unk>`, goes with the word of the token before it)."""
+    starts = [m.start() for m in re.finditer(r"\S+", text)]
+    words, word = [], 0
+    for span in token_spans(text, tokens):
+        if span is not None:
+            word = max(0, sum(start <= span[0] for start in starts) - 1)
+        words.append(word)
+    return words
 
 
 def _ngrams(words: Sequence[str], n: int) -> Counter:
