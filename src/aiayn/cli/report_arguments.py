@@ -39,7 +39,7 @@ def add_report_arguments(parser: argparse.ArgumentParser, with_reference: bool) 
                        help="write an offline HTML report (sentences, flags, attention) and OUT.json")
     group.add_argument("--omission-threshold", type=finite_float(0, 1000), metavar="MASS",
                        default=DEFAULTS.omission_threshold,
-                       help="omission flag: a source token whose total cross-attention over the output "
+                       help="omission flag: a source word whose total cross-attention over the output "
                        f"(mean of layers and heads) is below MASS (default {DEFAULTS.omission_threshold:g})")
     group.add_argument("--repetition-ngram", type=bounded_int(1), metavar="N",
                        default=DEFAULTS.repetition_ngram,
