@@ -162,12 +162,32 @@ def test_fabricated_report(browser, fabricated_page):
     page.select_option("#head", "1")
     _, weights = heatmap(page)
     np.testing.assert_allclose(weights, cross[0, 1], atol=1e-5)
-    assert page.eval_on_selector_all("#heatmap thead th.flagged", "ths => ths.length") == 1  # kept on redraw
+    flagged = page.eval_on_selector_all("#heatmap thead th.flagged", "ths => ths.map(th => +th.dataset.k)")
+    assert flagged == OMITTED  # kept on redraw
 
     # a sentence without attention says so
     show_sentence(page, NO_ATTENTION, "unavailable")
     assert "unavailable" in page.inner_text("#attention-note")
 
+    assert page.errors == []
+    assert all(url.startswith("file:") for url in page.requests), page.requests
+    page.close()
+
+
+def test_report_of_a_model_without_attention(browser, tmp_path):
+    """As for a CTranslate2 model: the omission flag and the attention view say unavailable."""
+    sources, references, outputs = fabricated()
+    for sentence in outputs.sentences:
+        sentence.cross = None
+    outputs.attention_note = "unavailable: a CTranslate2 model has no per-head attention"
+    path, _ = write_report(build_report(sources, references, outputs), tmp_path / "ct2.html")
+    data = json.loads(path.with_suffix(".json").read_text(encoding="utf-8"))
+    page = open_page(browser, path)
+    assert_page_matches_json(page, data)
+    assert page.inner_text(".flag-count[data-flag='omission'] b") == "unavailable"
+    assert all(row["unavailable"] == ["omission"] for row in rows(page))
+    show_sentence(page, 0, "unavailable")
+    assert "CTranslate2" in page.inner_text("#attention-note")
     assert page.errors == []
     assert all(url.startswith("file:") for url in page.requests), page.requests
     page.close()

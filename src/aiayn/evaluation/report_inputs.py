@@ -143,9 +143,10 @@ def _add_attention(translator: Any, sources: list[str], hypotheses: list[str],
     from aiayn.plots.attention_data import attention_examples
 
     limit = translator.model.config.max_len - 1
+    target_lengths = [len(ids) for ids in translator.tokenizers.target.encode_batch(hypotheses)]
     usable = [
         i for i, s in enumerate(sentences)
-        if sources[i].strip() and len(s.source_tokens) - 1 <= limit and len(s.target_tokens) - 1 <= limit
+        if sources[i].strip() and len(s.source_tokens) - 1 <= limit and target_lengths[i] <= limit
     ]
     for start in range(0, len(usable), ATTENTION_CHUNK):
         chunk = usable[start : start + ATTENTION_CHUNK]
@@ -153,7 +154,7 @@ def _add_attention(translator: Any, sources: list[str], hypotheses: list[str],
             examples = attention_examples(
                 translator, [sources[i] for i in chunk], [hypotheses[i] for i in chunk]
             )
-        except ConfigError:  # a hypothesis that re-encodes longer than max_len: leave the chunk out
+        except ConfigError:  # not expected after the checks above; the chunk goes without attention
             continue
         for i, example in zip(chunk, examples, strict=True):
             sentence = sentences[i]
