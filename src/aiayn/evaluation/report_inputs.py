@@ -99,12 +99,12 @@ def model_outputs(
     target_tok, source_tok = translator.tokenizers.target, translator.tokenizers.source
     hypotheses = target_tok.decode_batch(ids)
     seconds = time.perf_counter() - start
-    unk_id = translator.tokenizers.specials.unk_id
     specials = translator.tokenizers.specials
+    unk_id = specials.unk_id
     eos, bos = source_tok.id_to_token(specials.eos_id), target_tok.id_to_token(specials.bos_id)
     sentences = []
-    for source, hypothesis, target_ids in zip(sources, hypotheses, ids, strict=True):
-        src_ids = source_tok.encode(source)
+    source_ids = source_tok.encode_batch(list(sources)) if sources else []
+    for hypothesis, src_ids, target_ids in zip(hypotheses, source_ids, ids, strict=True):
         src_tokens = [source_tok.id_to_token(t) for t in src_ids]
         tgt_tokens = [target_tok.id_to_token(t) for t in target_ids]
         src_unknown = unknown(src_tokens, src_ids, unk_id)
