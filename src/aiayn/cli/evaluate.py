@@ -4,6 +4,9 @@
 
 BLEU and chrF come from sacrebleu on detokenized, cased text (13a tokenization), printed
 with sacrebleu's signature so that the numbers can be compared and reproduced.
+
+`--report OUT.html` also writes the evaluation report (per-sentence scores and flags, the
+attention of each sentence; `--compare` another system): see `aiayn.cli.report_arguments`.
 """
 
 from __future__ import annotations
@@ -11,11 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 
+from aiayn.cli.report_arguments import add_report_arguments, check_report_arguments
 from aiayn.cli.translate import add_model_arguments, add_search_arguments, load_translator, one_line
 from aiayn.data.corpus import read_lines
 from aiayn.errors import DataError
+from aiayn.evaluation.bleu import corpus_bleu, corpus_chrf
 from aiayn.files import atomic_write_text
-from aiayn.translation.evaluate import evaluate_translation
+from aiayn.translation.evaluate import TranslationEvaluation, evaluate_translation
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -30,6 +35,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF")
     parser.add_argument("--output", metavar="FILE", help="also save the hypotheses here")
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON here")
+    add_report_arguments(parser, with_reference=True)
     parser.set_defaults(func=run)
 
 
@@ -45,12 +51,27 @@ def read_parallel_files(input_path: str, ref_path: str) -> tuple[list[str], list
 
 
 def run(args: argparse.Namespace) -> int:
+    check_report_arguments(args)
     sources, references = read_parallel_files(args.input, args.ref)
-    translator = load_translator(args)
-    result = evaluate_translation(
-        translator, sources, references, beam=args.beam, alpha=args.alpha,
-        max_len_extra=args.max_len, batch_tokens=args.batch_tokens, lowercase=args.lowercase,
-    )
+    if args.report is not None:
+        from aiayn.cli.report_arguments import decoding, write_report_files
+        from aiayn.evaluation.report_inputs import model_outputs
+
+        outputs = model_outputs(args.model, sources, decoding(args))  # one translation for both
+        result = TranslationEvaluation(
+            bleu=corpus_bleu(outputs.hypotheses, references, lowercase=args.lowercase),
+            chrf=corpus_chrf(outputs.hypotheses, references, lowercase=args.lowercase),
+            hypotheses=outputs.hypotheses, sentences=len(sources),
+            generated_tokens=outputs.generated_tokens, seconds=outputs.seconds,
+        )
+        device = outputs.model["device"]
+    else:
+        translator = load_translator(args)
+        result = evaluate_translation(
+            translator, sources, references, beam=args.beam, alpha=args.alpha,
+            max_len_extra=args.max_len, batch_tokens=args.batch_tokens, lowercase=args.lowercase,
+        )
+        device = str(translator.device)
     print(result.summary())
     if args.output:
         atomic_write_text(args.output, "".join(one_line(h) + "\n" for h in result.hypotheses))
@@ -58,7 +79,9 @@ def run(args: argparse.Namespace) -> int:
         figures = result.to_dict() | {
             "model": args.model, "input": args.input, "ref": args.ref, "beam": args.beam,
             "alpha": args.alpha, "max_len_extra": args.max_len, "lowercase": args.lowercase,
-            "device": str(translator.device),
+            "device": device,
         }
         atomic_write_text(args.json, json.dumps(figures, indent=2) + "\n")
+    if args.report is not None:
+        write_report_files(args, sources, references, outputs, f"{args.model}: {args.input}")
     return 0

@@ -10,6 +10,9 @@ Empty input lines give empty output lines. With `--nbest K` each input gives up 
 `index<TAB>score<TAB>hypothesis` (0-based input line index, best first). A line longer than
 the model's max_len is truncated with a warning (`--on-long-line error`: stop with an error
 naming the line instead).
+
+`--report OUT.html` writes the evaluation report of the translations (flags, attention; no
+scores without a reference: `aiayn evaluate --report` has them); the input is then read whole.
 """
 
 from __future__ import annotations
@@ -76,6 +79,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--on-long-line", choices=LONG_LINE_ACTIONS, default="truncate",
                         help="a line longer than the model's max_len: truncate it with a warning "
                         "(default) or stop with an error")
+    from aiayn.cli.report_arguments import add_report_arguments
+
+    add_report_arguments(parser, with_reference=False)
     parser.set_defaults(func=run)
 
 
@@ -144,9 +150,41 @@ def format_nbest(first_index: int, nbest: list) -> list[str]:
 
 
 # ------------------------------------------------------------------ command
+def run_report(args: argparse.Namespace) -> int:
+    """`--report`: translate the whole input once, print (or save) it and write the report."""
+    from aiayn.cli.report_arguments import check_report_arguments, decoding, write_report_files
+    from aiayn.evaluation.report_inputs import model_outputs
+
+    if args.nbest != 1:
+        raise DataError("--report shows the best translation of each line; leave out --nbest")
+    check_report_arguments(args)
+    with ExitStack() as stack:
+        if args.text is not None:
+            sources, name = [args.text], "--text"
+        elif args.input is not None:
+            sources, name = list(read_lines(open_input(args.input, stack), args.input)), args.input
+        else:
+            sources, name = list(read_lines(sys.stdin.buffer, "<stdin>")), "<stdin>"
+    if not sources:
+        raise DataError(f"{name}: no lines to translate")
+    outputs = model_outputs(args.model, sources, decoding(args))
+    text = "".join(one_line(h) + "\n" for h in outputs.hypotheses)
+    if args.output is not None:
+        from aiayn.files import atomic_write_text
+
+        atomic_write_text(args.output, text)
+    else:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    write_report_files(args, sources, None, outputs, f"{args.model}: {name}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     if args.nbest > args.beam:  # each is >= 1 (checked as parsed)
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
+    if args.report is not None:
+        return run_report(args)
     translator = load_translator(args)
     with ExitStack() as stack:
         if args.text is not None:
