@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from aiayn.cli.translate import add_model_arguments, add_search_arguments, load_translator, one_line
+from aiayn.cli.translate import add_model_arguments, add_search_arguments, one_line, open_translator
 from aiayn.data.corpus import read_lines
 from aiayn.errors import DataError
 from aiayn.evaluation.translation import evaluate_translation
@@ -46,7 +46,7 @@ def read_parallel_files(input_path: str, ref_path: str) -> tuple[list[str], list
 
 def run(args: argparse.Namespace) -> int:
     sources, references = read_parallel_files(args.input, args.ref)
-    translator = load_translator(args)
+    translator = open_translator(args)
     result = evaluate_translation(
         translator, sources, references, beam=args.beam, alpha=args.alpha,
         max_len_extra=args.max_len, batch_tokens=args.batch_tokens, lowercase=args.lowercase,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from aiayn.cli.evaluate import read_parallel_files
-from aiayn.cli.translate import add_model_arguments, load_translator
+from aiayn.cli.translate import add_model_arguments, open_translator
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +26,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     sources, targets = read_parallel_files(args.input, args.ref)
-    scores = load_translator(args).score(sources, targets, batch_tokens=args.batch_tokens)
+    scores = open_translator(args).score(sources, targets, batch_tokens=args.batch_tokens)
     print("".join(f"{score:.4f}\n" for score in scores), end="", flush=True)
     return 0

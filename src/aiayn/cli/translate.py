@@ -26,7 +26,7 @@ from typing import IO
 from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
-from aiayn.translator import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translator
+from aiayn.inference import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation, Translator, load
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -51,11 +51,9 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output tokens allowed beyond the source length (default 50)")
 
 
-def load_translator(args: argparse.Namespace) -> Translator:
-    """aiayn's `Translator`, or CTranslate2's for a directory from `aiayn export ctranslate2`."""
-    from aiayn.export.engine import load_translator as load_engine
-
-    return load_engine(args.model, None if args.device == "auto" else args.device)  # type: ignore[return-value]
+def open_translator(args: argparse.Namespace) -> Translator:
+    """`aiayn.load(--model, --device)`, which must hold a translation model."""
+    return load(args.model, None if args.device == "auto" else args.device, task="translation")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -134,7 +132,7 @@ def one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
-def format_nbest(first_index: int, nbest: list) -> list[str]:
+def format_nbest(first_index: int, nbest: list[list[Translation]]) -> list[str]:
     """`index<TAB>score<TAB>hypothesis` lines for the n-best lists of consecutive inputs."""
     return [
         f"{first_index + i}\t{entry.score:.4f}\t{one_line(entry.text)}"
@@ -147,7 +145,7 @@ def format_nbest(first_index: int, nbest: list) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     if args.nbest > args.beam:  # each is >= 1 (checked as parsed)
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
-    translator = load_translator(args)
+    translator = open_translator(args)
     with ExitStack() as stack:
         if args.text is not None:
             lines: Iterable[str] = [args.text]
@@ -173,15 +171,17 @@ def run(args: argparse.Namespace) -> int:
         done = 0
         source_name = "--text" if args.text is not None else args.input or "<stdin>"
         for chunk in chunks(lines, chunk_lines):
+            settings = dict(
+                beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len, batch_tokens=args.batch_tokens,
+                line_offset=done, on_long_line=args.on_long_line,
+            )
             try:
-                results = translator.translate(
-                    chunk, beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len,
-                    nbest=args.nbest, batch_tokens=args.batch_tokens, line_offset=done,
-                    on_long_line=args.on_long_line,
-                )
+                if args.nbest == 1:
+                    output = [one_line(t) for t in translator.translate(chunk, **settings)]
+                else:
+                    output = format_nbest(done, translator.translate_nbest(chunk, args.nbest, **settings))
             except DataError as error:  # a line too long, with --on-long-line error
                 raise DataError(f"{source_name}: {error} (--on-long-line truncate cuts it)") from None
-            output = [one_line(t) for t in results] if args.nbest == 1 else format_nbest(done, results)
             out.write("".join(line + "\n" for line in output))
             out.flush()
             done += len(chunk)

@@ -18,13 +18,14 @@ from torch import nn
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.data.tokenizer_spec import reload_tokenizers
 from aiayn.evaluation.translation import evaluate_translation
+from aiayn.inference.interface import DEFAULT_BATCH_TOKENS
+from aiayn.inference.torch_translator import TorchTranslator
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import RunConfig
 from aiayn.training.data_setup import PreparedData, prepare_data
 from aiayn.training.loss import translation_loss
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
-from aiayn.translator import DEFAULT_BATCH_TOKENS, Translator
 
 BLEU = Metric("bleu", higher_is_better=True)
 EXACT_MATCH = Metric("exact_match", higher_is_better=True)
@@ -63,7 +64,7 @@ def translation_metrics(
     """
     references = [t for _, t in pairs]
     evaluation = evaluate_translation(
-        Translator(model, tokenizers),
+        TorchTranslator(model, tokenizers),
         [s for s, _ in pairs],
         references,
         beam=beam,
