@@ -9,7 +9,6 @@ import aiayn
 from aiayn.decoding import beam_search
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference import TorchTranslator, Translation, Translator, length_batches
-
 from decoding.conftest import SOURCES, TARGETS
 from decoding.helpers import approx
 

@@ -86,9 +86,9 @@ class ThreadedServer:
         import threading
 
         import uvicorn
+        from aiayn.serve.engine import load_engine
 
         from aiayn.serve.app import ServeSettings, create_app
-        from aiayn.serve.engine import load_engine
 
         app = create_app(load_engine(model_dir, "cpu"), ServeSettings(**settings))
         self.socket = socket.socket()

@@ -13,21 +13,21 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
+from aiayn.lm.generate import generate
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
 from aiayn.errors import CheckpointError
-from aiayn.lm.generate import generate
+from aiayn.inference import Translator, load
 from aiayn.model import DecoderOnlyLM
-from aiayn.translator import Translator
 
 from .conftest import SOURCES
 
 pytest.importorskip("fastapi", reason="the 'serve' extra is not installed (pip install -e '.[serve]')")
+from aiayn.serve.engine import TranslationEngine, load_engine
 from fastapi.testclient import TestClient
 
 from aiayn.serve.app import ServeSettings, create_app
-from aiayn.serve.engine import TranslationEngine, load_engine
 
 
 def client_for(model_dir, **settings) -> TestClient:
@@ -60,7 +60,7 @@ def assert_error(response, status: int, fragment: str = "") -> dict:
 
 # ------------------------------------------------------------------ endpoints
 def test_translate_gives_the_translators_nbest_lists(client, translation_dir):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     sentences = [*SOURCES, ""]
     response = client.post("/v1/translate", json={"text": sentences, "beam": 3, "alpha": 0.6, "nbest": 2})
     assert response.status_code == 200, response.text
@@ -74,7 +74,7 @@ def test_translate_gives_the_translators_nbest_lists(client, translation_dir):
 
 
 def test_translate_defaults_are_beam_4_and_one_entry(client, translation_dir):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     response = client.post("/v1/translate", json={"text": SOURCES[:2]})
     assert [[e["text"] for e in n] for n in response.json()["translations"]] == [
         [t] for t in translator.translate(SOURCES[:2], beam=4)
@@ -85,13 +85,13 @@ def test_translate_defaults_are_beam_4_and_one_entry(client, translation_dir):
 
 
 def test_attention_gives_every_layer_and_head(client, translation_dir):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     response = client.post("/v1/attention", json={"text": SOURCES[0]})
     assert response.status_code == 200, response.text
     entry = response.json()
     assert entry["source"] == SOURCES[0] and entry["translated"]
-    tokens = translator.translate_hypotheses([SOURCES[0]], beam=4)[0][0].tokens
-    limit = translator.model.config.max_len - 1  # what fits after <bos>
+    tokens = translator.translate_nbest([SOURCES[0]], 1, beam=4)[0][0].tokens
+    limit = translator.config.max_len - 1  # what fits after <bos>
     assert entry["target"] == translator.tokenizers.target.decode(tokens[:limit])
     assert entry["source_tokens"][-1] == "<eos>" and entry["target_tokens"][0] == "<bos>"
     tokenizer, config = translator.tokenizers.target, translator.model.config
@@ -116,11 +116,11 @@ def test_attention_uses_the_requested_beam(client, translation_dir, monkeypatch)
         return real(translator, sources, targets, beam, where)
 
     monkeypatch.setattr(attention_data, "attention_examples", spy)
-    translator = Translator.load(translation_dir, "cpu")
-    limit = translator.model.config.max_len - 1  # what fits after <bos>
+    translator = load(translation_dir, "cpu")
+    limit = translator.config.max_len - 1  # what fits after <bos>
     for beam in (1, 3):
         entry = client.post("/v1/attention", json={"text": SOURCES[1], "beam": beam}).json()
-        tokens = translator.translate_hypotheses(SOURCES[1:2], beam=beam)[0][0].tokens
+        tokens = translator.translate_nbest(SOURCES[1:2], 1, beam=beam)[0][0].tokens
         assert entry["target"] == translator.tokenizers.target.decode(tokens[:limit])
     assert client.post("/v1/attention", json={"text": SOURCES[1]}).status_code == 200
     assert beams == [1, 3, 4]  # 4: the default
@@ -130,7 +130,7 @@ def test_attention_uses_the_requested_beam(client, translation_dir, monkeypatch)
 
 def test_model_reports_task_sizes_parameters_and_special_tokens(client, translation_dir):
     info = client.get("/v1/model").json()
-    model = Translator.load(translation_dir, "cpu").model
+    model = load(translation_dir, "cpu").model
     assert info["task"] == "translation" and info["engine"] == "aiayn"
     assert info["sizes"]["d_model"] == 32 and info["sizes"]["num_decoder_layers"] == 3
     assert info["sizes"]["max_len"] == model.config.max_len
@@ -146,7 +146,7 @@ def test_model_reports_task_sizes_parameters_and_special_tokens(client, translat
 
 
 def test_special_ids_come_from_the_model_config(reordered_specials_dir):
-    translator = Translator.load(reordered_specials_dir, "cpu")
+    translator = load(reordered_specials_dir, "cpu")
     config, tokenizer = translator.model.config, translator.tokenizers.target
     with client_for(reordered_specials_dir) as client:
         info = client.get("/v1/model").json()
@@ -200,7 +200,7 @@ def test_concurrent_requests_are_decoded_together(translation_dir):
             ))
         stats = client.get("/health").json()
     assert all(r.status_code == 200 for r in responses)
-    expected = Translator.load(translation_dir, "cpu").translate(SOURCES * 2, beam=2)
+    expected = load(translation_dir, "cpu").translate(SOURCES * 2, beam=2)
     assert [r.json()["translations"][0][0]["text"] for r in responses] == expected
     assert stats["jobs"] == 8 and stats["batched_sentences"] == 8
     assert stats["batches"] < 8 and stats["largest_batch"] >= 2
@@ -220,7 +220,7 @@ class DelegatingTranslator:
 
 
 def test_another_translator_plugs_in_behind_the_engine_interface(translation_dir, tmp_path):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     other = DelegatingTranslator(translator)
     engine = TranslationEngine(other, translator.model.config, "other", None, tmp_path, "cpu")
     with TestClient(create_app(engine), raise_server_exceptions=False) as client:
@@ -237,7 +237,7 @@ def test_a_ctranslate2_export_is_served_through_ctranslate2(tmp_path, translatio
     from aiayn.export.ctranslate2 import export_ctranslate2
 
     export_ctranslate2(translation_dir, tmp_path / "ct2")
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     engine = load_engine(tmp_path / "ct2", "cpu")
     with TestClient(create_app(engine), raise_server_exceptions=False) as client:
         info = client.get("/v1/model").json()

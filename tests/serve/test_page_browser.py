@@ -10,12 +10,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from aiayn.lm.generate import generate
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
-from aiayn.lm.generate import generate
+from aiayn.inference import load
 from aiayn.model import DecoderOnlyLM
-from aiayn.translator import Translator
 from browser_setup import headless_chromium
 
 from .conftest import SOURCES
@@ -55,11 +55,11 @@ def watch(page) -> tuple[list[str], list[str]]:
 
 
 def test_type_a_sentence_see_its_translation_and_attention(browser, translation_dir):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     config, target_tokenizer = translator.model.config, translator.tokenizers.target
 
     def reference(source: str):
-        tokens = translator.translate_hypotheses([source], beam=4)[0][0].tokens[: config.max_len - 1]
+        tokens = translator.translate_nbest([source], 1, beam=4)[0][0].tokens[: config.max_len - 1]
         src = torch.tensor([[*translator.tokenizers.source.encode(source), config.eos_id]])
         maps = translator.model.attention_maps(src, torch.tensor([[config.bos_id, *tokens]]))
         return target_tokenizer.decode(tokens), maps
