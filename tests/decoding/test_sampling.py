@@ -10,7 +10,8 @@ from .helpers import tiny_lm
 PROMPT = [5, 9, 4, 12]
 
 
-def sample(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None, stop_ids=None):
+def sample(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None,
+           stop_ids=None):
     sampling = Sampling(temperature, top_k, top_p)
     return list(sample_stream(model, prompt_ids, max_new_tokens, sampling, seed, stop_ids))
 

@@ -132,7 +132,8 @@ def test_language_models(variant, tmp_path):
         out = hf_model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=20,
                                 eos_token_id=None, pad_token_id=model.config.pad_id)
         # aiayn stops at <eos>; compare up to there
-        expected = list(load(tmp_path / "model", "cpu").generate_ids(prompt, max_new_tokens=20, temperature=0))
+        ours = load(tmp_path / "model", "cpu")
+        expected = list(ours.generate_ids(prompt, max_new_tokens=20, temperature=0))
         assert out[0, len(prompt):].tolist()[: len(expected)] == expected
         hf_model.save_pretrained(tmp_path / "again")
         AutoTokenizer.from_pretrained(tmp_path / "hf").save_pretrained(tmp_path / "again")

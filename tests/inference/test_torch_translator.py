@@ -46,7 +46,8 @@ def test_nbest_lists(translator):
         assert 1 <= len(nbest[i]) <= 3
         scores = [t.score for t in nbest[i]]
         assert scores == sorted(scores, reverse=True)
-        assert [t.text for t in nbest[i]] == translator.tokenizers.target.decode_batch([t.tokens for t in nbest[i]])
+        decoded = translator.tokenizers.target.decode_batch([t.tokens for t in nbest[i]])
+        assert [t.text for t in nbest[i]] == decoded
     best = [entries[0].text for entries in nbest]
     assert best == translator.translate(SOURCES, beam=3, max_len_extra=3)
     with pytest.raises(ConfigError, match="nbest"):

@@ -86,11 +86,11 @@ class ThreadedServer:
         import threading
 
         import uvicorn
-        from aiayn.serve.engine import load_engine
 
+        from aiayn.inference import load
         from aiayn.serve.app import ServeSettings, create_app
 
-        app = create_app(load_engine(model_dir, "cpu"), ServeSettings(**settings))
+        app = create_app(load(model_dir, "cpu"), ServeSettings(**settings))
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]

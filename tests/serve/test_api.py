@@ -1,6 +1,7 @@
 """The service's API through FastAPI's test client: every endpoint, every error status.
 
-Answers must equal what the library gives directly (Translator, generate, attention maps),
+Answers must equal what the library gives directly (`aiayn.load`'s translators and generators,
+attention maps),
 bad input must get its 4xx with a JSON error (never 500, never a traceback).
 """
 
@@ -13,25 +14,23 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 import pytest
 import torch
-from aiayn.lm.generate import generate
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
 from aiayn.errors import CheckpointError
-from aiayn.inference import Translator, load
+from aiayn.inference import TorchGenerator, Translator, load
 from aiayn.model import DecoderOnlyLM
 
 from .conftest import SOURCES
 
 pytest.importorskip("fastapi", reason="the 'serve' extra is not installed (pip install -e '.[serve]')")
-from aiayn.serve.engine import TranslationEngine, load_engine
 from fastapi.testclient import TestClient
 
 from aiayn.serve.app import ServeSettings, create_app
 
 
 def client_for(model_dir, **settings) -> TestClient:
-    app = create_app(load_engine(model_dir, "cpu"), ServeSettings(**settings))
+    app = create_app(load(model_dir, "cpu"), ServeSettings(**settings))
     return TestClient(app, raise_server_exceptions=False)
 
 
@@ -65,7 +64,7 @@ def test_translate_gives_the_translators_nbest_lists(client, translation_dir):
     response = client.post("/v1/translate", json={"text": sentences, "beam": 3, "alpha": 0.6, "nbest": 2})
     assert response.status_code == 200, response.text
     got = response.json()["translations"]
-    expected = translator.translate(sentences, beam=3, alpha=0.6, nbest=2)
+    expected = translator.translate_nbest(sentences, 2, beam=3, alpha=0.6)
     assert len(got) == len(sentences)
     for entries, nbest in zip(got[:-1], expected[:-1], strict=True):
         assert [e["text"] for e in entries] == [t.text for t in nbest]
@@ -207,23 +206,29 @@ def test_concurrent_requests_are_decoded_together(translation_dir):
 
 
 class DelegatingTranslator:
-    """Another engine's translator with aiayn's Translator interface (as CTranslate2's)."""
+    """Another runtime's translator with aiayn's `Translator` interface (as CTranslate2's)."""
 
-    def __init__(self, translator: Translator) -> None:
-        self.tokenizers = translator.tokenizers
+    engine = "other"
+    parameters = None
+
+    def __init__(self, translator: Translator, directory) -> None:
+        self.directory = directory
         self.calls = 0
         self._translator = translator
 
-    def translate_hypotheses(self, sentences, **options):
+    def __getattr__(self, name: str):
+        return getattr(self._translator, name)
+
+    def translate_nbest(self, texts, nbest, **options):
         self.calls += 1
-        return self._translator.translate_hypotheses(sentences, **options)
+        return self._translator.translate_nbest(texts, nbest, **options)
 
 
-def test_another_translator_plugs_in_behind_the_engine_interface(translation_dir, tmp_path):
+def test_another_translator_plugs_in_behind_the_interface(translation_dir, tmp_path):
     translator = load(translation_dir, "cpu")
-    other = DelegatingTranslator(translator)
-    engine = TranslationEngine(other, translator.model.config, "other", None, tmp_path, "cpu")
-    with TestClient(create_app(engine), raise_server_exceptions=False) as client:
+    other = DelegatingTranslator(translator, tmp_path)
+    assert isinstance(other, Translator)
+    with TestClient(create_app(other), raise_server_exceptions=False) as client:
         body = client.post("/v1/translate", json={"text": SOURCES[:2], "beam": 2}).json()
         assert [n[0]["text"] for n in body["translations"]] == translator.translate(SOURCES[:2], beam=2)
         assert other.calls == 1
@@ -238,8 +243,7 @@ def test_a_ctranslate2_export_is_served_through_ctranslate2(tmp_path, translatio
 
     export_ctranslate2(translation_dir, tmp_path / "ct2")
     translator = load(translation_dir, "cpu")
-    engine = load_engine(tmp_path / "ct2", "cpu")
-    with TestClient(create_app(engine), raise_server_exceptions=False) as client:
+    with TestClient(create_app(load(tmp_path / "ct2", "cpu")), raise_server_exceptions=False) as client:
         info = client.get("/v1/model").json()
         assert info["engine"] == "ctranslate2"
         body = client.post("/v1/translate", json={"text": SOURCES[:3], "beam": 1}).json()
@@ -252,7 +256,7 @@ def test_a_foreign_ctranslate2_directory_is_a_clear_error(tmp_path):
     for name in ("config.json", "model.bin"):
         (tmp_path / name).write_bytes(b"{}")
     with pytest.raises(CheckpointError, match="aiayn.json"):
-        load_engine(tmp_path, "cpu")
+        load(tmp_path, "cpu")
 
 
 # ------------------------------------------------------------------ language models
@@ -262,11 +266,12 @@ def test_generate_gives_the_libraries_continuation(lm_client, lm_dir):
     body = {"prompt": "the cat", "max_new_tokens": 20, "temperature": 0.9, "top_k": 5, "seed": 7}
     response = lm_client.post("/v1/generate", json=body)
     assert response.status_code == 200, response.text
-    ids = generate(model, tokenizer.encode("the cat"), 20, 0.9, 5, None, 7, stop_ids=(model.config.eos_id,))
+    generator = TorchGenerator(model, tokenizer)
+    ids = list(generator.generate_ids(tokenizer.encode("the cat"), 20, 0.9, 5, None, 7))
     assert response.json() == {"text": tokenizer.decode(ids)}
     assert lm_client.post("/v1/generate", json=body).json() == response.json()  # same seed, same text
     greedy = lm_client.post("/v1/generate", json={"max_new_tokens": 10, "temperature": 0}).json()
-    ids = generate(model, [model.config.bos_id], 10, 0.0, stop_ids=(model.config.eos_id,))
+    ids = list(generator.generate_ids([model.config.bos_id], 10, 0.0))
     assert greedy["text"] == tokenizer.decode(ids)
 
 

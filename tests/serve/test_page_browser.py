@@ -10,11 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from aiayn.lm.generate import generate
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
-from aiayn.inference import load
+from aiayn.inference import TorchGenerator, load
 from aiayn.model import DecoderOnlyLM
 from browser_setup import headless_chromium
 
@@ -132,9 +131,7 @@ def test_a_language_models_page_generates_and_shows_self_attention(browser, lm_d
         page.fill("#seed", "3")
         page.click("#submit")
         page.wait_for_selector("#heatmap[data-sentence='1']")
-        eos = (model.config.eos_id,)
-        ids = generate(model, tokenizer.encode("the cat"), 12, 0.8, None, None, 3, stop_ids=eos)
-        continuation = tokenizer.decode(ids)
+        continuation = TorchGenerator(model, tokenizer).generate("the cat", 12, 0.8, None, None, 3)
         assert page.inner_text("#output mark") == continuation
         state, weights = shown(page)
         assert state["kind"] == "decoder" and state["layer"] == "1"
