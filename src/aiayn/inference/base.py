@@ -14,6 +14,9 @@ import random
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
+import torch
+from torch import nn
+
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.decoding.common import Hypothesis
@@ -37,6 +40,26 @@ def check_tokenizers(tokenizers: TokenizerPair, config: ModelConfig) -> None:
             f"the tokenizers' special ids {tokenizers.specials} are not the model's "
             f"{SpecialTokens.of(config)}"
         )
+
+
+class TorchRuntime:
+    """`device` and `parameters` of a runtime that decodes with a PyTorch `model`."""
+
+    model: nn.Module
+
+    def _hold(self, model: nn.Module, kind: type[nn.Module], needed: str) -> None:
+        """Keep `model`, or raise `CheckpointError` (`needed`) unless it is a `kind`."""
+        if not isinstance(model, kind):
+            raise CheckpointError(f"{needed}, got a {type(model).__name__}")
+        self.model = model
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
 
 
 class TranslatorBase:
@@ -127,14 +150,8 @@ class TranslatorBase:
         return results
 
     def translate(
-        self,
-        texts: Sequence[str],
-        beam: int = 4,
-        alpha: float = 0.6,
-        max_len_extra: int = 50,
-        batch_tokens: int = DEFAULT_BATCH_TOKENS,
-        line_offset: int = 0,
-        on_long_line: str = "truncate",
+        self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
     ) -> list[str]:
         """See `aiayn.inference.Translator.translate`."""
         hypotheses = self._hypotheses(
@@ -143,15 +160,8 @@ class TranslatorBase:
         return self.tokenizers.target.decode_batch([hyps[0].tokens for hyps in hypotheses])
 
     def translate_nbest(
-        self,
-        texts: Sequence[str],
-        nbest: int,
-        beam: int = 4,
-        alpha: float = 0.6,
-        max_len_extra: int = 50,
-        batch_tokens: int = DEFAULT_BATCH_TOKENS,
-        line_offset: int = 0,
-        on_long_line: str = "truncate",
+        self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
     ) -> list[list[Translation]]:
         """See `aiayn.inference.Translator.translate_nbest`."""
         hypotheses = self._hypotheses(
@@ -228,15 +238,9 @@ class GeneratorBase:
         raise NotImplementedError
 
     def generate_ids(
-        self,
-        prompt_ids: Sequence[int],
-        max_new_tokens: int = 100,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop_ids: Iterable[int] | None = None,
-        context: int | None = None,
+        self, prompt_ids: Sequence[int], max_new_tokens: int = 100, temperature: float = 1.0,
+        top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+        stop_ids: Iterable[int] | None = None, context: int | None = None,
     ) -> Iterator[int]:
         """See `aiayn.inference.Generator.generate_ids`."""
         sampling = Sampling(temperature, top_k, top_p)  # checks them
@@ -268,13 +272,8 @@ class GeneratorBase:
             keep, round_index = context // 2, round_index + 1
 
     def generate_stream(
-        self,
-        prompt: str,
-        max_new_tokens: int = 100,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
+        self, prompt: str, max_new_tokens: int = 100, temperature: float = 1.0, top_k: int | None = None,
+        top_p: float | None = None, seed: int | None = None,
     ) -> Iterator[str]:
         """See `aiayn.inference.Generator.generate_stream`."""
         eos_id = self.config.eos_id
@@ -283,13 +282,8 @@ class GeneratorBase:
         return stream_text(self.tokenizer, (i for i in ids if i != eos_id))
 
     def generate(
-        self,
-        prompt: str,
-        max_new_tokens: int = 100,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
+        self, prompt: str, max_new_tokens: int = 100, temperature: float = 1.0, top_k: int | None = None,
+        top_p: float | None = None, seed: int | None = None,
     ) -> str:
         """See `aiayn.inference.Generator.generate`."""
         prompt_ids = self.tokenizer.encode(prompt)

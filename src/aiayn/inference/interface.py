@@ -59,14 +59,8 @@ class Translator(Protocol):
     def device(self) -> object: ...
 
     def translate(
-        self,
-        texts: Sequence[str],
-        beam: int = 4,
-        alpha: float = 0.6,
-        max_len_extra: int = 50,
-        batch_tokens: int = DEFAULT_BATCH_TOKENS,
-        line_offset: int = 0,
-        on_long_line: str = "truncate",
+        self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
     ) -> list[str]:
         """The best translation of each text (paper defaults: beam 4, alpha 0.6, max length
         source + 50; beam 1 = greedy). An empty text gives an empty output.
@@ -84,15 +78,8 @@ class Translator(Protocol):
         ...
 
     def translate_nbest(
-        self,
-        texts: Sequence[str],
-        nbest: int,
-        beam: int = 4,
-        alpha: float = 0.6,
-        max_len_extra: int = 50,
-        batch_tokens: int = DEFAULT_BATCH_TOKENS,
-        line_offset: int = 0,
-        on_long_line: str = "truncate",
+        self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
     ) -> list[list[Translation]]:
         """For each text up to `nbest` (1 <= nbest <= beam) `Translation`s, best first; an
         empty text gives `[Translation('', 0.0, [])]`. Other arguments as `translate`."""
@@ -126,13 +113,8 @@ class Generator(Protocol):
     def device(self) -> object: ...
 
     def generate(
-        self,
-        prompt: str,
-        max_new_tokens: int = 100,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
+        self, prompt: str, max_new_tokens: int = 100, temperature: float = 1.0, top_k: int | None = None,
+        top_p: float | None = None, seed: int | None = None,
     ) -> str:
         """The continuation of `prompt` (without the prompt and the final `<eos>`).
 
@@ -146,27 +128,16 @@ class Generator(Protocol):
         ...
 
     def generate_stream(
-        self,
-        prompt: str,
-        max_new_tokens: int = 100,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
+        self, prompt: str, max_new_tokens: int = 100, temperature: float = 1.0, top_k: int | None = None,
+        top_p: float | None = None, seed: int | None = None,
     ) -> Iterator[str]:
         """`generate` as text pieces, yielded as they are decoded (they join to its result)."""
         ...
 
     def generate_ids(
-        self,
-        prompt_ids: Sequence[int],
-        max_new_tokens: int = 100,
-        temperature: float = 1.0,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        seed: int | None = None,
-        stop_ids: Sequence[int] | None = None,
-        context: int | None = None,
+        self, prompt_ids: Sequence[int], max_new_tokens: int = 100, temperature: float = 1.0,
+        top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+        stop_ids: Sequence[int] | None = None, context: int | None = None,
     ) -> Iterator[int]:
         """The generated token ids, one at a time (a stop id, when reached, is the last).
 

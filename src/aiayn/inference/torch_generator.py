@@ -14,16 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import torch
-
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decoding.sampling import Sampling, sample_stream
-from aiayn.errors import CheckpointError
-from aiayn.inference.base import GeneratorBase
+from aiayn.inference.base import GeneratorBase, TorchRuntime
 from aiayn.model.decoder_only import DecoderOnlyLM
 
 
-class TorchGenerator(GeneratorBase):
+class TorchGenerator(TorchRuntime, GeneratorBase):
     """A `DecoderOnlyLM` and its tokenizer, ready to continue text (`aiayn.inference.Generator`).
 
     Args:
@@ -33,23 +30,9 @@ class TorchGenerator(GeneratorBase):
         directory: the model directory it came from, if any.
     """
 
-    engine = "aiayn"
-
     def __init__(self, model: DecoderOnlyLM, tokenizer: Tokenizer, directory: Path | None = None) -> None:
-        if not isinstance(model, DecoderOnlyLM):
-            raise CheckpointError(
-                f"generation needs a decoder-only language model, got a {type(model).__name__}"
-            )
+        self._hold(model, DecoderOnlyLM, "generation needs a decoder-only language model")
         super().__init__(model.config, tokenizer, directory)
-        self.model = model
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
-    def parameters(self) -> int:  # type: ignore[override]
-        return sum(p.numel() for p in self.model.parameters())
 
     def _round(
         self, prompt_ids: list[int], count: int, sampling: Sampling, seed: int, stop_ids: set[int]

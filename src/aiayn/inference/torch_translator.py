@@ -25,9 +25,8 @@ from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.beam_search import beam_search
 from aiayn.decoding.common import Hypothesis
 from aiayn.decoding.greedy import greedy_search
-from aiayn.errors import CheckpointError
 from aiayn.eval_mode import eval_mode
-from aiayn.inference.base import TranslatorBase
+from aiayn.inference.base import TorchRuntime, TranslatorBase
 from aiayn.model.transformer import Transformer
 
 
@@ -53,7 +52,7 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) 
     return out.to(device)
 
 
-class TorchTranslator(TranslatorBase):
+class TorchTranslator(TorchRuntime, TranslatorBase):
     """A Transformer and its tokenizers, ready to translate text (`aiayn.inference.Translator`).
 
     Args:
@@ -64,23 +63,9 @@ class TorchTranslator(TranslatorBase):
         directory: the model directory it came from, if any.
     """
 
-    engine = "aiayn"
-
     def __init__(self, model: Transformer, tokenizers: TokenizerPair, directory: Path | None = None) -> None:
-        if not isinstance(model, Transformer):
-            raise CheckpointError(
-                f"translation needs an encoder-decoder Transformer, got a {type(model).__name__}"
-            )
+        self._hold(model, Transformer, "translation needs an encoder-decoder Transformer")
         super().__init__(model.config, tokenizers, directory)
-        self.model = model
-
-    @property
-    def device(self) -> torch.device:
-        return next(self.model.parameters()).device
-
-    @property
-    def parameters(self) -> int:  # type: ignore[override]
-        return sum(p.numel() for p in self.model.parameters())
 
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
