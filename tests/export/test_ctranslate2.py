@@ -17,7 +17,7 @@ from aiayn.cli.main import main
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.export import export_ctranslate2, export_huggingface
 from aiayn.export.ctranslate2 import AIAYN_FILE
-from aiayn.inference import CTranslate2Generator, CTranslate2Translator, load
+from aiayn.inference import CTranslate2Generator, CTranslate2Translator, Generator, Translator, load
 from aiayn.model import EncoderOnly, ModelConfig
 
 from .helpers import LM_VARIANTS, SOURCES, TARGETS, VARIANTS, make_lm_dir, make_translation_dir
@@ -32,6 +32,22 @@ def exported(request, tmp_path_factory):
     make_translation_dir(root / "model", request.param)
     export_ctranslate2(root / "model", root / "ct2")
     return load(root / "model", "cpu"), CTranslate2Translator(root / "ct2", "cpu", threads=1)
+
+
+def test_load_picks_the_runtime_by_directory(model_dirs, tmp_path):
+    """One `load` for both runtimes and both kinds of model; `task` refuses the other kind."""
+    translation_ct2 = export_ctranslate2(model_dirs / "model", tmp_path / "ct2")
+    lm_ct2 = export_ctranslate2(model_dirs / "lm", tmp_path / "lm-ct2")
+    assert type(load(translation_ct2, "cpu")) is CTranslate2Translator
+    assert type(load(lm_ct2, "cpu")) is CTranslate2Generator
+    for directory, kind in ((model_dirs / "model", Translator), (translation_ct2, Translator),
+                            (model_dirs / "lm", Generator), (lm_ct2, Generator)):
+        loaded = load(directory, "cpu")
+        assert isinstance(loaded, kind) and loaded.directory == directory
+    with pytest.raises(CheckpointError, match="needs a language model"):
+        load(translation_ct2, "cpu", task="lm")
+    with pytest.raises(CheckpointError, match="needs a translation model"):
+        load(lm_ct2, "cpu", task="translation")
 
 
 def assert_same_nbest(ours, theirs):
