@@ -11,11 +11,13 @@ from __future__ import annotations
 import argparse
 import json
 
-from aiayn.cli.translate import add_model_arguments, add_search_arguments, one_line, open_translator
+from aiayn.cli.arguments import device_option
+from aiayn.cli.translate import add_model_arguments, add_search_arguments, one_line
 from aiayn.data.corpus import read_lines
 from aiayn.errors import DataError
 from aiayn.evaluation.translation import evaluate_translation
 from aiayn.files import atomic_write_text
+from aiayn.inference import load
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,7 +48,7 @@ def read_parallel_files(input_path: str, ref_path: str) -> tuple[list[str], list
 
 def run(args: argparse.Namespace) -> int:
     sources, references = read_parallel_files(args.input, args.ref)
-    translator = open_translator(args)
+    translator = load(args.model, device_option(args.device), task="translation")
     result = evaluate_translation(
         translator, sources, references, beam=args.beam, alpha=args.alpha,
         max_len_extra=args.max_len, batch_tokens=args.batch_tokens, lowercase=args.lowercase,

@@ -15,7 +15,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from aiayn.cli.arguments import bounded_int
+from aiayn.cli.arguments import bounded_int, device_option
 from aiayn.errors import ConfigError, DataError
 
 
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         chosen = chosen[: args.max_sentences]
-    translator = load(args.model, None if args.device == "auto" else args.device, task="translation")
+    translator = load(args.model, device_option(args.device), task="translation")
     examples = attention_examples(
         translator,
         [text for _, text, _ in chosen],

@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.cli.train import add_run_arguments, check_resume_alone
 from aiayn.errors import ConfigError
 from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, load_config, read_yaml
@@ -143,7 +143,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_generate(args: argparse.Namespace) -> int:
     from aiayn.inference import load
 
-    generator = load(args.model, None if args.device == "auto" else args.device, task="lm")
+    generator = load(args.model, device_option(args.device), task="lm")
     pieces = generator.generate_stream(
         args.text, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed
     )

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.errors import ConfigError
 
 API_KEY_ENV = "AIAYN_API_KEY"
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     sock = listen(args.host, args.port)  # first: a busy port is reported before the model loads
     try:
-        model = load(args.model, None if args.device == "auto" else args.device)
+        model = load(args.model, device_option(args.device))
         settings = ServeSettings(
             max_batch_tokens=args.max_batch_tokens,
             batch_wait_ms=args.batch_wait_ms,

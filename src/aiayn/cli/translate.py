@@ -23,10 +23,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
-from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
-from aiayn.inference import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation, Translator, load
+from aiayn.inference import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation, load
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -49,11 +49,6 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help="length penalty alpha, 0..10 (default 0.6)")
     parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
                         help="output tokens allowed beyond the source length (default 50)")
-
-
-def open_translator(args: argparse.Namespace) -> Translator:
-    """`aiayn.load(--model, --device)`, which must hold a translation model."""
-    return load(args.model, None if args.device == "auto" else args.device, task="translation")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -145,7 +140,7 @@ def format_nbest(first_index: int, nbest: list[list[Translation]]) -> list[str]:
 def run(args: argparse.Namespace) -> int:
     if args.nbest > args.beam:  # each is >= 1 (checked as parsed)
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
-    translator = open_translator(args)
+    translator = load(args.model, device_option(args.device), task="translation")
     with ExitStack() as stack:
         if args.text is not None:
             lines: Iterable[str] = [args.text]
