@@ -33,10 +33,10 @@ from aiayn.data.corpus import read_lines
 from aiayn.data.paths import data_root
 from aiayn.decoding import greedy_search
 from aiayn.decoding.common import log_probs, never_generated
+from aiayn.inference import load
 from aiayn.model import ModelConfig, Transformer
 from aiayn.model.masks import padding_mask_or_none
 from aiayn.translation import evaluate_translation
-from aiayn.translator import Translator
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reference import ReferenceTransformer
@@ -141,7 +141,7 @@ def time_reference(model: ReferenceTransformer, src: torch.Tensor, steps: int) -
 
 def test_set_throughput(args: argparse.Namespace) -> dict:
     """Beam 4, beam 5 and greedy over the test sentences with the trained model in `args.model`."""
-    translator = Translator.load(args.model, device=args.device)
+    translator = load(args.model, args.device, task="translation")
     sources = read_lines(args.test_src)[: args.test_sentences]
     references = read_lines(args.test_ref)[: args.test_sentences]
     modes = {"beam4": 4, "beam5": 5, "greedy": 1}
@@ -157,7 +157,7 @@ def test_set_throughput(args: argparse.Namespace) -> dict:
         result[f"{name}_seconds"] = [e.seconds for e in evaluations]
     result["test_set"] = {
         "model": str(args.model),
-        "parameters": sum(p.numel() for p in translator.model.parameters()),
+        "parameters": translator.parameters,
         "sentences": len(sources),
         "source": str(args.test_src),
         "alpha": 0.6,

@@ -10,7 +10,7 @@ the 1,000 test sentences are translated end to end (tokenize, search, detokenize
 number of intra-op threads. The runs alternate (engine by engine, beam by beam, `--repeats`
 times) so that drifting machine load hits all alike; sentences/s is the median. Each engine
 decodes with aiayn's settings (length limit source + 50, `<pad>`/`<bos>` never generated,
-GNMT length penalty with `--alpha`; see `aiayn.export.engine`) and is scored with sacreBLEU.
+GNMT length penalty with `--alpha`; see `aiayn.inference.ctranslate2`) and is scored with sacreBLEU.
 
 The machine is shared, so besides wall-clock sentences/s (the figures asked for) the process CPU
 time of each run is recorded too (`settings.cpu_seconds`): on a busy machine it says more about
@@ -37,8 +37,8 @@ import torch
 from aiayn.data.corpus import read_lines
 from aiayn.data.paths import data_root
 from aiayn.evaluation.bleu import corpus_bleu
-from aiayn.export import CTranslate2Translator, export_ctranslate2
-from aiayn.translator import Translator
+from aiayn.export import export_ctranslate2
+from aiayn.inference import CTranslate2Translator, TorchTranslator, load
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "export.json"
@@ -56,7 +56,7 @@ def cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
-def profile_aiayn(translator: Translator, sources: list[str], alpha: float) -> dict:
+def profile_aiayn(translator: TorchTranslator, sources: list[str], alpha: float) -> dict:
     """Self CPU time of aiayn's beam-4 search by operator group (shares of the total)."""
     from torch.profiler import ProfilerActivity, profile
 
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
     work = args.work or Path(tempfile.mkdtemp(prefix="export_speed_"))
-    engines = {("aiayn", "float32"): Translator.load(args.model, "cpu")}
+    engines = {("aiayn", "float32"): load(args.model, "cpu", task="translation")}
     for compute_type, quantization in (("float32", None), ("int8", "int8")):
         out = export_ctranslate2(args.model, work / f"ct2_{compute_type}", quantization, overwrite=True)
         engines["ctranslate2", compute_type] = CTranslate2Translator(

@@ -1,8 +1,8 @@
 """aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from scratch."""
 
+from aiayn.inference import load
 from aiayn.model import DecoderOnlyLM, EncoderOnly, ModelConfig, Transformer
 from aiayn.model_dir import load_model
-from aiayn.translator import load
 
 __version__ = "0.1.0"
 

@@ -3,11 +3,17 @@
 import pytest
 import torch
 
-from aiayn.decoding import filter_logits, sample, sample_stream
+from aiayn.decoding import Sampling, filter_logits, sample_stream
 
 from .helpers import tiny_lm
 
 PROMPT = [5, 9, 4, 12]
+
+
+def sample(model, prompt_ids, max_new_tokens, temperature=1.0, top_k=None, top_p=None, seed=None,
+           stop_ids=None):
+    sampling = Sampling(temperature, top_k, top_p)
+    return list(sample_stream(model, prompt_ids, max_new_tokens, sampling, seed, stop_ids))
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +66,7 @@ def test_cached_greedy_matches_full_recomputation(lm):
 
 def test_stream_yields_one_token_at_a_time_and_stops_at_max_len():
     lm = tiny_lm(1, vocab_size=30, max_len=8)
-    stream = sample_stream(lm, [4, 5, 6, 7, 8], max_new_tokens=100, seed=0, stop_ids=())
+    stream = sample_stream(lm, [4, 5, 6, 7, 8], 100, Sampling(), seed=0, stop_ids=())
     assert isinstance(next(stream), int)
     assert len(list(stream)) == 8 - 5  # positions run out: max_len - prompt + 1 tokens in all
     assert lm.training is False

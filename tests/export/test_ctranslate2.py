@@ -1,4 +1,5 @@
-"""CTranslate2 exports compute what aiayn computes: same tokens, same scores (1e-4)."""
+"""CTranslate2 exports: the directory, its README snippets, and the CLI on it (`aiayn translate/
+evaluate/score/lm generate --model EXPORT`); what the runtime computes is tests/inference."""
 
 from __future__ import annotations
 
@@ -10,109 +11,16 @@ import runpy
 import sys
 
 import pytest
-import torch
 
 import aiayn
 from aiayn.cli.main import main
 from aiayn.errors import CheckpointError, ConfigError
-from aiayn.export import CTranslate2Generator, CTranslate2Translator, export_ctranslate2, export_huggingface
+from aiayn.export import export_ctranslate2, export_huggingface
 from aiayn.export.ctranslate2 import AIAYN_FILE
-from aiayn.lm.generate import generate
+from aiayn.inference import CTranslate2Generator, CTranslate2Translator
 from aiayn.model import EncoderOnly, ModelConfig
-from aiayn.translator import Translator
 
-from .helpers import LM_VARIANTS, SOURCES, TARGETS, VARIANTS, make_lm_dir, make_translation_dir
-
-TOLERANCE = 1e-4
-
-
-@pytest.fixture(scope="module", params=VARIANTS)
-def exported(request, tmp_path_factory):
-    """(aiayn Translator, CTranslate2Translator) of one random tiny model per variant."""
-    root = tmp_path_factory.mktemp(request.param)
-    make_translation_dir(root / "model", request.param)
-    export_ctranslate2(root / "model", root / "ct2")
-    return Translator.load(root / "model", "cpu"), CTranslate2Translator(root / "ct2", "cpu", threads=1)
-
-
-def assert_same_nbest(ours, theirs):
-    for sentence, (mine, engine) in enumerate(zip(ours, theirs, strict=True)):
-        assert [h.tokens for h in engine] == [h.tokens for h in mine], f"sentence {sentence}"
-        assert [h.score for h in engine] == pytest.approx([h.score for h in mine], abs=TOLERANCE)
-
-
-@pytest.mark.parametrize("beam", [1, 4])
-def test_same_outputs_and_scores_as_aiayn(exported, beam):
-    ours, engine = exported
-    settings = dict(beam=beam, alpha=0.0, max_len_extra=8, nbest=beam)
-    expected = ours.translate_hypotheses(SOURCES, **settings)
-    assert_same_nbest(expected, engine.translate_hypotheses(SOURCES, **settings))
-    assert any(h.tokens for hyps in expected for h in hyps)
-
-
-def test_length_penalty_scores_are_aiayns_gnmt_formula(exported):
-    """With alpha > 0 each returned score is log P(Y | X) / ((5 + |Y|) / 6)^alpha, |Y| with <eos>."""
-    ours, engine = exported
-    outputs = engine.translate_hypotheses(SOURCES[:4], beam=4, alpha=0.6, max_len_extra=8, nbest=4)
-    target = engine.tokenizers.target
-    for source, hyps in zip(SOURCES[:4], outputs, strict=True):
-        texts = target.decode_batch([h.tokens for h in hyps])
-        raw = ours.score([source] * len(hyps), texts)
-        for hyp, log_p, text in zip(hyps, raw, texts, strict=True):
-            assert target.decode(target.encode(text)) == text  # characters round-trip
-            ended = len(hyp.tokens) < len(source) + 1 + 8
-            length = len(hyp.tokens) + 1 if ended else len(hyp.tokens)
-            if ended:
-                assert hyp.score == pytest.approx(log_p / ((5 + length) / 6) ** 0.6, abs=TOLERANCE)
-        assert [h.score for h in hyps] == sorted((h.score for h in hyps), reverse=True)
-
-
-def test_forced_decoding_scores(exported):
-    ours, engine = exported
-    assert engine.score(SOURCES, TARGETS) == pytest.approx(ours.score(SOURCES, TARGETS), abs=TOLERANCE)
-
-
-def test_translate_text_and_batching_do_not_change_outputs(exported):
-    ours, engine = exported
-    expected = ours.translate(SOURCES, beam=4, alpha=0.6, max_len_extra=8)
-    assert engine.translate(SOURCES, beam=4, alpha=0.6, max_len_extra=8, batch_tokens=1) == expected
-    assert engine.translate(SOURCES, beam=4, alpha=0.6, max_len_extra=8) == expected
-
-
-@pytest.fixture(scope="module", params=LM_VARIANTS)
-def exported_lm(request, tmp_path_factory):
-    root = tmp_path_factory.mktemp(f"lm-{request.param}")
-    model = make_lm_dir(root / "model", request.param)
-    export_ctranslate2(root / "model", root / "ct2")
-    return model, CTranslate2Generator(root / "ct2", "cpu", threads=1), root / "ct2"
-
-
-def test_language_model_logits(exported_lm):
-    model, engine, _ = exported_lm
-    ids = [1, *range(4, 20), 7, 7, 9]
-    with torch.no_grad():
-        expected = model(torch.tensor([ids]))[0]
-    assert (engine.logits(ids) - expected).abs().max() < TOLERANCE
-
-
-def test_language_model_greedy_generation(exported_lm):
-    """Also past the model's 32 positions, where both restart from the last half of the context."""
-    model, engine, _ = exported_lm
-    for prompt in ([], [5, 6, 7]):
-        expected = generate(model, prompt, max_new_tokens=60, temperature=0)
-        assert list(engine.generate_stream(prompt, max_new_tokens=60, temperature=0)) == expected
-
-
-def test_language_model_sampling_seed(exported_lm):
-    """A seed fixes the first generation of a freshly loaded engine (CTranslate2 seeds one
-    generator per worker thread), which is what `aiayn lm generate --seed` runs."""
-    _, _, directory = exported_lm
-    samples = [
-        list(CTranslate2Generator(directory, "cpu", threads=1).generate_stream(
-            [5], max_new_tokens=12, temperature=1.0, seed=3))
-        for _ in range(2)
-    ]
-    assert samples[0] == samples[1]
+from .helpers import SOURCES, TARGETS, make_lm_dir, make_translation_dir
 
 
 # ------------------------------------------------------------------ the directory and the CLI
@@ -197,7 +105,7 @@ def test_readme_snippets_run(model_dirs, tmp_path):
     lm_out = export_ctranslate2(model_dirs / "lm", tmp_path / "lm-ct2")
     (text,) = _run_readme_snippet(lm_out, [], tmp_path)
     engine = CTranslate2Generator(lm_out, "cpu", threads=1)
-    ids = list(engine.generate_stream([], max_new_tokens=engine.config.max_len - 1, temperature=0))
+    ids = list(engine.generate_ids([], max_new_tokens=engine.config.max_len - 1, temperature=0))
     assert text == engine.tokenizer.decode(ids)
 
 
@@ -225,7 +133,7 @@ def test_refusals_and_errors(model_dirs, tmp_path, capsys):
     export_ctranslate2(model_dirs / "model", out, overwrite=True)
     (out / AIAYN_FILE).unlink()
     with pytest.raises(CheckpointError, match=r"aiayn\.json"):
-        aiayn.export.load_translator(out)
+        aiayn.load(out)
     lm_out = export_ctranslate2(model_dirs / "lm", tmp_path / "lm-ct2")
     with pytest.raises(CheckpointError, match="'decoder_only' model, not a 'transformer'"):
         CTranslate2Translator(lm_out)

@@ -13,9 +13,8 @@ from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
 from aiayn.export.hf_tokenizer import TARGET_SUBFOLDER
 from aiayn.export.huggingface import feature_order
-from aiayn.lm.generate import generate
+from aiayn.inference import Translator, load
 from aiayn.model.positional_encoding import sinusoidal_table
-from aiayn.translator import Translator
 
 from .helpers import SOURCES, make_lm_dir, make_translation_dir
 
@@ -38,7 +37,7 @@ def translation(request, tmp_path_factory):
     rest = {k: v for k, v in fields.items() if k != "share_embeddings"}
     make_translation_dir(root / "model", variant, **rest)
     export_huggingface(root / "model", root / "hf")
-    return Translator.load(root / "model", "cpu"), root
+    return load(root / "model", "cpu"), root
 
 
 def test_tokenizer_appends_eos_like_the_translator(translation):
@@ -108,9 +107,9 @@ def test_translate_as_the_v4_translation_pipeline_did(translation):
         root / "hf", subfolder=TARGET_SUBFOLDER)
     hf_model = AutoModelForSeq2SeqLM.from_pretrained(root / "hf").eval()
     settings = hf_model.generation_config
-    assert (settings.num_beams, settings.decoder_start_token_id) == (4, translator.model.config.bos_id)
-    assert sorted(settings.suppress_tokens) == sorted({translator.model.config.pad_id,
-                                                       translator.model.config.bos_id})
+    assert (settings.num_beams, settings.decoder_start_token_id) == (4, translator.config.bos_id)
+    assert sorted(settings.suppress_tokens) == sorted({translator.config.pad_id,
+                                                       translator.config.bos_id})
     for source in ["ein hund läuft", "ja", "kinder spielen im park"]:
         inputs = tokenizer([source], return_tensors="pt")
         output = hf_model.generate(**inputs, num_beams=1, max_new_tokens=inputs.input_ids.size(1) + 5)
@@ -133,7 +132,8 @@ def test_language_models(variant, tmp_path):
         out = hf_model.generate(torch.tensor([prompt]), do_sample=False, max_new_tokens=20,
                                 eos_token_id=None, pad_token_id=model.config.pad_id)
         # aiayn stops at <eos>; compare up to there
-        expected = generate(model, prompt, max_new_tokens=20, temperature=0)
+        ours = load(tmp_path / "model", "cpu")
+        expected = list(ours.generate_ids(prompt, max_new_tokens=20, temperature=0))
         assert out[0, len(prompt):].tolist()[: len(expected)] == expected
         hf_model.save_pretrained(tmp_path / "again")
         AutoTokenizer.from_pretrained(tmp_path / "hf").save_pretrained(tmp_path / "again")
@@ -163,6 +163,6 @@ def test_special_tokens_are_never_read_from_text(translation):
     translator, root = translation
     tokenizer = AutoTokenizer.from_pretrained(root / "hf")
     text = "ein <eos> hund <pad>"
-    eos = translator.model.config.eos_id
+    eos = translator.config.eos_id
     assert tokenizer(text).input_ids == [*translator.tokenizers.source.encode(text), eos]
     assert tokenizer(text).input_ids.count(eos) == 1

@@ -9,10 +9,9 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from aiayn.data import TokenizerPair
-from aiayn.export import CTranslate2Generator, CTranslate2Translator, export_ctranslate2, export_huggingface
-from aiayn.lm.generate import generate
+from aiayn.export import export_ctranslate2, export_huggingface
+from aiayn.inference import CTranslate2Generator, CTranslate2Translator, load
 from aiayn.model import DecoderOnlyLM, ModelConfig, Transformer
-from aiayn.translator import Translator
 
 from .helpers import (
     SOURCES,
@@ -41,13 +40,13 @@ def test_gpt2_layout_language_model(norm_first, tmp_path):
     save_model_dir(model, TokenizerPair(tokenizer, tokenizer), tmp_path / "model")
     prompt = tokenizer.encode('!"#$ a dog')
     assert prompt[:4] == [0, 1, 2, 3]  # ordinary characters here
-    expected = generate(model, prompt, max_new_tokens=30, temperature=0)
+    expected = list(load(tmp_path / "model", "cpu").generate_ids(prompt, max_new_tokens=30, temperature=0))
     with torch.no_grad():
         logits = model(torch.tensor([prompt]))[0]
 
     engine = CTranslate2Generator(export_ctranslate2(tmp_path / "model", tmp_path / "ct2"), "cpu", threads=1)
     assert (engine.logits(prompt) - logits).abs().max() < TOLERANCE
-    assert list(engine.generate_stream(prompt, max_new_tokens=30, temperature=0)) == expected
+    assert list(engine.generate_ids(prompt, max_new_tokens=30, temperature=0)) == expected
 
     hf_model = AutoModelForCausalLM.from_pretrained(export_huggingface(tmp_path / "model", tmp_path / "hf"))
     with torch.no_grad():
@@ -66,12 +65,12 @@ def test_translation_model_with_specials_last(tmp_path):
                               num_decoder_layers=2, d_ff=64, max_len=40, **ids)
     model = never_predicts_(perturb_(Transformer(config)).eval(), [ids["pad_id"], ids["bos_id"]])
     save_model_dir(model, TokenizerPair(tokenizer, tokenizer), tmp_path / "model")
-    ours = Translator.load(tmp_path / "model", "cpu")
+    ours = load(tmp_path / "model", "cpu")
 
     engine = CTranslate2Translator(export_ctranslate2(tmp_path / "model", tmp_path / "ct2"), "cpu", threads=1)
     for beam in (1, 4):
-        expected = ours.translate_hypotheses(SOURCES, beam=beam, alpha=0.0, max_len_extra=8)
-        outputs = engine.translate_hypotheses(SOURCES, beam=beam, alpha=0.0, max_len_extra=8)
+        expected = ours.translate_nbest(SOURCES, 1, beam=beam, alpha=0.0, max_len_extra=8)
+        outputs = engine.translate_nbest(SOURCES, 1, beam=beam, alpha=0.0, max_len_extra=8)
         assert [h[0].tokens for h in outputs] == [h[0].tokens for h in expected]
         assert [h[0].score for h in outputs] == pytest.approx([h[0].score for h in expected], abs=TOLERANCE)
 
@@ -83,7 +82,7 @@ def test_translation_model_with_specials_last(tmp_path):
     batch = hf_tokenizer(["ein hund läuft", "ja"], return_tensors="pt", padding=True)
     assert batch.input_ids[1, -1] == ids["pad_id"]
     generated = hf_model.generate(**batch, num_beams=1, max_new_tokens=6)
-    expected = ours.translate_hypotheses(["ein hund läuft", "ja"], beam=1, max_len_extra=100)
+    expected = ours.translate_nbest(["ein hund läuft", "ja"], 1, beam=1, max_len_extra=100)
     for row, hyps in zip(generated.tolist(), expected, strict=True):
         produced = [t for t in row[1:] if t not in (ids["pad_id"], ids["eos_id"])]
         assert produced == hyps[0].tokens[: len(produced)]

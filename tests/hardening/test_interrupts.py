@@ -126,10 +126,10 @@ def test_sigkill_at_random_moments_always_leaves_a_resumable_run(tmp_path, refer
 
 
 def test_ctrl_c_outside_the_training_loop_exits_130_without_traceback(monkeypatch, capsys):
-    def interrupted(args):
+    def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("aiayn.cli.translate.load_translator", interrupted)
+    monkeypatch.setattr("aiayn.cli.translate.load", interrupted)
     assert main(["translate", "--model", "unused", "--text", "x"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "aiayn translate: interrupted"

@@ -36,7 +36,7 @@ def test_translations_are_those_of_the_old_code(translator, expected):
     sources = expected["sources"]
     assert translator.translate(sources, beam=1) == expected["greedy"]
     assert translator.translate(sources, beam=4) == expected["beam4"]
-    nbest = translator.translate(sources, beam=4, nbest=3)
+    nbest = translator.translate_nbest(sources, 3, beam=4)
     for hyps, old in zip(nbest, expected["beam4_nbest3"], strict=True):
         assert [t.text for t in hyps] == [text for text, _ in old]
         assert [t.score for t in hyps] == pytest.approx([score for _, score in old], abs=1e-4)

@@ -8,7 +8,7 @@ import json
 from aiayn.cli.main import main
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.lm.generate import stream_text
+from aiayn.inference import stream_text
 from aiayn.model import DecoderOnlyLM
 
 from .conftest import END_OF_TEXT, gpt2_layout, save

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from aiayn.data import Tokenizer, TokenizerPair
+from aiayn.inference import load
 from aiayn.model import ModelConfig, Transformer
-from aiayn.translator import Translator
 
 SOURCES = ["ein hund läuft", "zwei katzen", "der mann liest ein buch"]
 TARGETS = ["a dog runs", "two cats", "the man reads a book"]
@@ -49,7 +49,7 @@ def model_dir(tmp_path_factory):
 
 def reference_maps(model_dir, source: str, target_ids: list[int]):
     """The model's own `attention_maps` for `source` and target ids, computed directly."""
-    translator = Translator.load(model_dir, "cpu")
+    translator = load(model_dir, "cpu")
     tokenizer = translator.tokenizers.source
     config = translator.model.config
     src = torch.tensor([[*tokenizer.encode(source), config.eos_id]])

@@ -8,9 +8,9 @@ import torch
 
 from aiayn.cli.main import main
 from aiayn.errors import ConfigError
+from aiayn.inference import load
 from aiayn.plots.attention import attention_figure, parse_layer, select_panels
 from aiayn.plots.attention_data import attention_example
-from aiayn.translator import Translator
 
 from .conftest import reference_maps
 from .helpers import assert_png_not_blank, assert_svg_has_content
@@ -20,7 +20,7 @@ TEXT, TARGET = "der mann liest", "the man reads"
 
 @pytest.fixture(scope="module")
 def translator(model_dir):
-    return Translator.load(model_dir, "cpu")
+    return load(model_dir, "cpu")
 
 
 def test_cli_png_all_layers_and_svg(model_dir, tmp_path, capsys):
@@ -71,13 +71,13 @@ def test_panels_are_the_models_attention(model_dir, translator):
 
 def test_translation_target_is_the_greedy_output(model_dir, translator):
     example = attention_example(translator, TEXT, None, beam=1)
-    hyp = translator.translate_hypotheses([TEXT], beam=1)[0][0]
+    hyp = translator.translate_nbest([TEXT], 1, beam=1)[0][0]
     assert example.translated
-    tokens = hyp.tokens[: translator.model.config.max_len - 1]  # room for <bos>
+    tokens = hyp.tokens[: translator.config.max_len - 1]  # room for <bos>
     expected = reference_maps(model_dir, TEXT, tokens)
     np.testing.assert_allclose(example.cross, torch.stack([m[0] for m in expected.cross]).numpy(), atol=1e-6)
     tokenizer = translator.tokenizers.target
-    bos_id = translator.model.config.bos_id
+    bos_id = translator.config.bos_id
     assert example.target_tokens == [tokenizer.id_to_token(i) for i in [bos_id, *tokens]]
 
 

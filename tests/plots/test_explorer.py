@@ -10,8 +10,8 @@ import pytest
 
 from aiayn.cli.main import main
 from aiayn.explorer import explorer_page
+from aiayn.inference import load
 from aiayn.plots.attention_data import AttentionExample
-from aiayn.translator import Translator
 
 from .conftest import SOURCES, TARGETS, reference_maps
 
@@ -44,7 +44,7 @@ def test_page_is_self_contained_and_holds_the_models_weights(model_dir, tmp_path
     data = page_data(html)
     assert data["model"] == {"d_model": 32, "num_heads": 2, "num_encoder_layers": 2, "num_decoder_layers": 3}
     assert [s["source"] for s in data["sentences"]] == SOURCES[:2]
-    tokenizer = Translator.load(model_dir, "cpu").tokenizers.target
+    tokenizer = load(model_dir, "cpu").tokenizers.target
     for sentence, target in zip(data["sentences"], TARGETS[:2], strict=True):
         assert sentence["target"] == target and not sentence["translated"]
         assert sentence["source_tokens"][-1] == "<eos>" and sentence["target_tokens"][0] == "<bos>"
@@ -62,9 +62,9 @@ def test_translations_by_default(model_dir, tmp_path, inputs):
     assert main([*argv, "--max-sentences", "1"]) == 0
     sentences = page_data(out.read_text(encoding="utf-8"))["sentences"]
     assert len(sentences) == 1 and sentences[0]["translated"]
-    translator = Translator.load(model_dir, "cpu")
-    tokens = translator.translate_hypotheses([SOURCES[0]], beam=1)[0][0].tokens
-    tokens = tokens[: translator.model.config.max_len - 1]  # what fits after <bos>
+    translator = load(model_dir, "cpu")
+    tokens = translator.translate_nbest([SOURCES[0]], 1, beam=1)[0][0].tokens
+    tokens = tokens[: translator.config.max_len - 1]  # what fits after <bos>
     assert sentences[0]["target"] == translator.tokenizers.target.decode(tokens)
     assert len(sentences[0]["target_tokens"]) == len(tokens) + 1
 

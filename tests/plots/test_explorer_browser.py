@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.translator import Translator
+from aiayn.inference import load
 from browser_setup import headless_chromium
 
 from .conftest import SOURCES, TARGETS, reference_maps
@@ -54,7 +54,7 @@ def shown(page) -> tuple[dict, np.ndarray]:
 
 
 def test_switching_layer_and_head_shows_the_models_weights(browser, page_file, model_dir, tmp_path):
-    tokenizer = Translator.load(model_dir, "cpu").tokenizers.target
+    tokenizer = load(model_dir, "cpu").tokenizers.target
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     requests, errors = [], []
     page.on("request", lambda request: requests.append(request.url))

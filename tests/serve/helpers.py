@@ -87,10 +87,10 @@ class ThreadedServer:
 
         import uvicorn
 
+        from aiayn.inference import load
         from aiayn.serve.app import ServeSettings, create_app
-        from aiayn.serve.engine import load_engine
 
-        app = create_app(load_engine(model_dir, "cpu"), ServeSettings(**settings))
+        app = create_app(load(model_dir, "cpu"), ServeSettings(**settings))
         self.socket = socket.socket()
         self.socket.bind(("127.0.0.1", 0))
         self.port = self.socket.getsockname()[1]

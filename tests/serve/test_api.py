@@ -1,6 +1,7 @@
 """The service's API through FastAPI's test client: every endpoint, every error status.
 
-Answers must equal what the library gives directly (Translator, generate, attention maps),
+Answers must equal what the library gives directly (`aiayn.load`'s translators and generators,
+attention maps),
 bad input must get its 4xx with a JSON error (never 500, never a traceback).
 """
 
@@ -17,9 +18,8 @@ import torch
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
 from aiayn.errors import CheckpointError
-from aiayn.lm.generate import generate
+from aiayn.inference import TorchGenerator, Translator, load
 from aiayn.model import DecoderOnlyLM
-from aiayn.translator import Translator
 
 from .conftest import SOURCES
 
@@ -27,11 +27,10 @@ pytest.importorskip("fastapi", reason="the 'serve' extra is not installed (pip i
 from fastapi.testclient import TestClient
 
 from aiayn.serve.app import ServeSettings, create_app
-from aiayn.serve.engine import TranslationEngine, load_engine
 
 
 def client_for(model_dir, **settings) -> TestClient:
-    app = create_app(load_engine(model_dir, "cpu"), ServeSettings(**settings))
+    app = create_app(load(model_dir, "cpu"), ServeSettings(**settings))
     return TestClient(app, raise_server_exceptions=False)
 
 
@@ -60,12 +59,12 @@ def assert_error(response, status: int, fragment: str = "") -> dict:
 
 # ------------------------------------------------------------------ endpoints
 def test_translate_gives_the_translators_nbest_lists(client, translation_dir):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     sentences = [*SOURCES, ""]
     response = client.post("/v1/translate", json={"text": sentences, "beam": 3, "alpha": 0.6, "nbest": 2})
     assert response.status_code == 200, response.text
     got = response.json()["translations"]
-    expected = translator.translate(sentences, beam=3, alpha=0.6, nbest=2)
+    expected = translator.translate_nbest(sentences, 2, beam=3, alpha=0.6)
     assert len(got) == len(sentences)
     for entries, nbest in zip(got[:-1], expected[:-1], strict=True):
         assert [e["text"] for e in entries] == [t.text for t in nbest]
@@ -74,7 +73,7 @@ def test_translate_gives_the_translators_nbest_lists(client, translation_dir):
 
 
 def test_translate_defaults_are_beam_4_and_one_entry(client, translation_dir):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     response = client.post("/v1/translate", json={"text": SOURCES[:2]})
     assert [[e["text"] for e in n] for n in response.json()["translations"]] == [
         [t] for t in translator.translate(SOURCES[:2], beam=4)
@@ -85,13 +84,13 @@ def test_translate_defaults_are_beam_4_and_one_entry(client, translation_dir):
 
 
 def test_attention_gives_every_layer_and_head(client, translation_dir):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     response = client.post("/v1/attention", json={"text": SOURCES[0]})
     assert response.status_code == 200, response.text
     entry = response.json()
     assert entry["source"] == SOURCES[0] and entry["translated"]
-    tokens = translator.translate_hypotheses([SOURCES[0]], beam=4)[0][0].tokens
-    limit = translator.model.config.max_len - 1  # what fits after <bos>
+    tokens = translator.translate_nbest([SOURCES[0]], 1, beam=4)[0][0].tokens
+    limit = translator.config.max_len - 1  # what fits after <bos>
     assert entry["target"] == translator.tokenizers.target.decode(tokens[:limit])
     assert entry["source_tokens"][-1] == "<eos>" and entry["target_tokens"][0] == "<bos>"
     tokenizer, config = translator.tokenizers.target, translator.model.config
@@ -116,11 +115,11 @@ def test_attention_uses_the_requested_beam(client, translation_dir, monkeypatch)
         return real(translator, sources, targets, beam, where)
 
     monkeypatch.setattr(attention_data, "attention_examples", spy)
-    translator = Translator.load(translation_dir, "cpu")
-    limit = translator.model.config.max_len - 1  # what fits after <bos>
+    translator = load(translation_dir, "cpu")
+    limit = translator.config.max_len - 1  # what fits after <bos>
     for beam in (1, 3):
         entry = client.post("/v1/attention", json={"text": SOURCES[1], "beam": beam}).json()
-        tokens = translator.translate_hypotheses(SOURCES[1:2], beam=beam)[0][0].tokens
+        tokens = translator.translate_nbest(SOURCES[1:2], 1, beam=beam)[0][0].tokens
         assert entry["target"] == translator.tokenizers.target.decode(tokens[:limit])
     assert client.post("/v1/attention", json={"text": SOURCES[1]}).status_code == 200
     assert beams == [1, 3, 4]  # 4: the default
@@ -130,7 +129,7 @@ def test_attention_uses_the_requested_beam(client, translation_dir, monkeypatch)
 
 def test_model_reports_task_sizes_parameters_and_special_tokens(client, translation_dir):
     info = client.get("/v1/model").json()
-    model = Translator.load(translation_dir, "cpu").model
+    model = load(translation_dir, "cpu").model
     assert info["task"] == "translation" and info["engine"] == "aiayn"
     assert info["sizes"]["d_model"] == 32 and info["sizes"]["num_decoder_layers"] == 3
     assert info["sizes"]["max_len"] == model.config.max_len
@@ -146,7 +145,7 @@ def test_model_reports_task_sizes_parameters_and_special_tokens(client, translat
 
 
 def test_special_ids_come_from_the_model_config(reordered_specials_dir):
-    translator = Translator.load(reordered_specials_dir, "cpu")
+    translator = load(reordered_specials_dir, "cpu")
     config, tokenizer = translator.model.config, translator.tokenizers.target
     with client_for(reordered_specials_dir) as client:
         info = client.get("/v1/model").json()
@@ -200,30 +199,36 @@ def test_concurrent_requests_are_decoded_together(translation_dir):
             ))
         stats = client.get("/health").json()
     assert all(r.status_code == 200 for r in responses)
-    expected = Translator.load(translation_dir, "cpu").translate(SOURCES * 2, beam=2)
+    expected = load(translation_dir, "cpu").translate(SOURCES * 2, beam=2)
     assert [r.json()["translations"][0][0]["text"] for r in responses] == expected
     assert stats["jobs"] == 8 and stats["batched_sentences"] == 8
     assert stats["batches"] < 8 and stats["largest_batch"] >= 2
 
 
 class DelegatingTranslator:
-    """Another engine's translator with aiayn's Translator interface (as CTranslate2's)."""
+    """Another runtime's translator with aiayn's `Translator` interface (as CTranslate2's)."""
 
-    def __init__(self, translator: Translator) -> None:
-        self.tokenizers = translator.tokenizers
+    engine = "other"
+    parameters = None
+
+    def __init__(self, translator: Translator, directory) -> None:
+        self.directory = directory
         self.calls = 0
         self._translator = translator
 
-    def translate_hypotheses(self, sentences, **options):
+    def __getattr__(self, name: str):
+        return getattr(self._translator, name)
+
+    def translate_nbest(self, texts, nbest, **options):
         self.calls += 1
-        return self._translator.translate_hypotheses(sentences, **options)
+        return self._translator.translate_nbest(texts, nbest, **options)
 
 
-def test_another_translator_plugs_in_behind_the_engine_interface(translation_dir, tmp_path):
-    translator = Translator.load(translation_dir, "cpu")
-    other = DelegatingTranslator(translator)
-    engine = TranslationEngine(other, translator.model.config, "other", None, tmp_path, "cpu")
-    with TestClient(create_app(engine), raise_server_exceptions=False) as client:
+def test_another_translator_plugs_in_behind_the_interface(translation_dir, tmp_path):
+    translator = load(translation_dir, "cpu")
+    other = DelegatingTranslator(translator, tmp_path)
+    assert isinstance(other, Translator)
+    with TestClient(create_app(other), raise_server_exceptions=False) as client:
         body = client.post("/v1/translate", json={"text": SOURCES[:2], "beam": 2}).json()
         assert [n[0]["text"] for n in body["translations"]] == translator.translate(SOURCES[:2], beam=2)
         assert other.calls == 1
@@ -237,9 +242,8 @@ def test_a_ctranslate2_export_is_served_through_ctranslate2(tmp_path, translatio
     from aiayn.export.ctranslate2 import export_ctranslate2
 
     export_ctranslate2(translation_dir, tmp_path / "ct2")
-    translator = Translator.load(translation_dir, "cpu")
-    engine = load_engine(tmp_path / "ct2", "cpu")
-    with TestClient(create_app(engine), raise_server_exceptions=False) as client:
+    translator = load(translation_dir, "cpu")
+    with TestClient(create_app(load(tmp_path / "ct2", "cpu")), raise_server_exceptions=False) as client:
         info = client.get("/v1/model").json()
         assert info["engine"] == "ctranslate2"
         body = client.post("/v1/translate", json={"text": SOURCES[:3], "beam": 1}).json()
@@ -252,7 +256,7 @@ def test_a_foreign_ctranslate2_directory_is_a_clear_error(tmp_path):
     for name in ("config.json", "model.bin"):
         (tmp_path / name).write_bytes(b"{}")
     with pytest.raises(CheckpointError, match="aiayn.json"):
-        load_engine(tmp_path, "cpu")
+        load(tmp_path, "cpu")
 
 
 # ------------------------------------------------------------------ language models
@@ -262,11 +266,12 @@ def test_generate_gives_the_libraries_continuation(lm_client, lm_dir):
     body = {"prompt": "the cat", "max_new_tokens": 20, "temperature": 0.9, "top_k": 5, "seed": 7}
     response = lm_client.post("/v1/generate", json=body)
     assert response.status_code == 200, response.text
-    ids = generate(model, tokenizer.encode("the cat"), 20, 0.9, 5, None, 7, stop_ids=(model.config.eos_id,))
+    generator = TorchGenerator(model, tokenizer)
+    ids = list(generator.generate_ids(tokenizer.encode("the cat"), 20, 0.9, 5, None, 7))
     assert response.json() == {"text": tokenizer.decode(ids)}
     assert lm_client.post("/v1/generate", json=body).json() == response.json()  # same seed, same text
     greedy = lm_client.post("/v1/generate", json={"max_new_tokens": 10, "temperature": 0}).json()
-    ids = generate(model, [model.config.bos_id], 10, 0.0, stop_ids=(model.config.eos_id,))
+    ids = list(generator.generate_ids([model.config.bos_id], 10, 0.0))
     assert greedy["text"] == tokenizer.decode(ids)
 
 

@@ -11,7 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.translator import Translator
+from aiayn.inference import load
 
 from .conftest import SOURCES
 from .helpers import ServerProcess, request
@@ -36,7 +36,7 @@ def test_serves_and_sigterm_lets_requests_in_flight_complete(translation_dir):
     )
     try:
         assert server.url == f"http://127.0.0.1:{server.port}/"  # loopback by default
-        translator = Translator.load(translation_dir, "cpu")
+        translator = load(translation_dir, "cpu")
         status, body = request(server.port, "POST", "/v1/translate", {"text": SOURCES, "beam": 2}, KEY)
         assert status == 200, body
         assert [n[0]["text"] for n in body["translations"]] == translator.translate(SOURCES, beam=2)

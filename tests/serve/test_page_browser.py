@@ -13,9 +13,8 @@ import torch
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
-from aiayn.lm.generate import generate
+from aiayn.inference import TorchGenerator, load
 from aiayn.model import DecoderOnlyLM
-from aiayn.translator import Translator
 from browser_setup import headless_chromium
 
 from .conftest import SOURCES
@@ -55,11 +54,11 @@ def watch(page) -> tuple[list[str], list[str]]:
 
 
 def test_type_a_sentence_see_its_translation_and_attention(browser, translation_dir):
-    translator = Translator.load(translation_dir, "cpu")
+    translator = load(translation_dir, "cpu")
     config, target_tokenizer = translator.model.config, translator.tokenizers.target
 
     def reference(source: str):
-        tokens = translator.translate_hypotheses([source], beam=4)[0][0].tokens[: config.max_len - 1]
+        tokens = translator.translate_nbest([source], 1, beam=4)[0][0].tokens[: config.max_len - 1]
         src = torch.tensor([[*translator.tokenizers.source.encode(source), config.eos_id]])
         maps = translator.model.attention_maps(src, torch.tensor([[config.bos_id, *tokens]]))
         return target_tokenizer.decode(tokens), maps
@@ -132,9 +131,7 @@ def test_a_language_models_page_generates_and_shows_self_attention(browser, lm_d
         page.fill("#seed", "3")
         page.click("#submit")
         page.wait_for_selector("#heatmap[data-sentence='1']")
-        eos = (model.config.eos_id,)
-        ids = generate(model, tokenizer.encode("the cat"), 12, 0.8, None, None, 3, stop_ids=eos)
-        continuation = tokenizer.decode(ids)
+        continuation = TorchGenerator(model, tokenizer).generate("the cat", 12, 0.8, None, None, 3)
         assert page.inner_text("#output mark") == continuation
         state, weights = shown(page)
         assert state["kind"] == "decoder" and state["layer"] == "1"

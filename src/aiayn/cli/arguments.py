@@ -65,3 +65,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
+
+def device_option(value: str) -> str | None:
+    """The `--device` value as `aiayn.load` takes it: 'auto' -> None (CUDA when available)."""
+    return None if value == "auto" else value

@@ -14,12 +14,14 @@ from __future__ import annotations
 import argparse
 import json
 
+from aiayn.cli.arguments import device_option
 from aiayn.cli.report_arguments import add_report_arguments, check_report_arguments
-from aiayn.cli.translate import add_model_arguments, add_search_arguments, load_translator, one_line
+from aiayn.cli.translate import add_model_arguments, add_search_arguments, one_line
 from aiayn.data.corpus import read_lines
 from aiayn.errors import DataError
 from aiayn.evaluation.bleu import corpus_bleu, corpus_chrf
 from aiayn.files import atomic_write_text
+from aiayn.inference import load
 from aiayn.translation.evaluate import TranslationEvaluation, evaluate_translation
 
 
@@ -66,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         )
         device = outputs.model["device"]
     else:
-        translator = load_translator(args)
+        translator = load(args.model, device_option(args.device), task="translation")
         result = evaluate_translation(
             translator, sources, references, beam=args.beam, alpha=args.alpha,
             max_len_extra=args.max_len, batch_tokens=args.batch_tokens, lowercase=args.lowercase,

@@ -15,7 +15,7 @@ import sys
 from contextlib import ExitStack
 from pathlib import Path
 
-from aiayn.cli.arguments import bounded_int
+from aiayn.cli.arguments import bounded_int, device_option
 from aiayn.errors import ConfigError, DataError
 
 
@@ -61,8 +61,8 @@ def read_sentences(path: str, option: str) -> list[tuple[int, str]]:
 
 def run(args: argparse.Namespace) -> int:
     from aiayn.explorer import write_explorer
+    from aiayn.inference import load
     from aiayn.plots.attention_data import attention_examples
-    from aiayn.translator import Translator
 
     if Path(args.out).suffix.lower() not in (".html", ".htm"):
         raise ConfigError(f"--out {args.out}: the page must be an .html file")
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         chosen = chosen[: args.max_sentences]
-    translator = Translator.load(args.model, None if args.device == "auto" else args.device)
+    translator = load(args.model, device_option(args.device), task="translation")
     examples = attention_examples(
         translator,
         [text for _, text, _ in chosen],
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         beam=args.beam,
         where=[f"--input {args.input} line {number}" for number, _, _ in chosen],
     )
-    config = translator.model.config
+    config = translator.config
     model = {
         "d_model": config.d_model,
         "num_heads": config.num_heads,

@@ -14,12 +14,11 @@ beside the repository).
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
 from pathlib import Path
 from typing import Any
 
-from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.cli.train import add_run_arguments, check_resume_alone
 from aiayn.errors import ConfigError
 from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, load_config, read_yaml
@@ -142,26 +141,15 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_generate(args: argparse.Namespace) -> int:
-    from aiayn.data.special_tokens import SpecialTokens
-    from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
-    from aiayn.export.engine import CTranslate2Generator, is_ctranslate2_dir
-    from aiayn.lm.generate import generate_stream, stream_text
-    from aiayn.model import DecoderOnlyLM
-    from aiayn.training.device import select_device
+    from aiayn.inference import load
 
-    if is_ctranslate2_dir(args.model):  # an `aiayn export ctranslate2` directory
-        engine = CTranslate2Generator(args.model, args.device)
-        tokenizer, generate = engine.tokenizer, engine.generate_stream
-    else:
-        model = DecoderOnlyLM.from_pretrained(args.model, device=select_device(args.device))
-        tokenizer = Tokenizer.load(args.model / JOINT_FILE, SpecialTokens.of(model.config))
-        tokenizer.check_fits(model.config.tgt_vocab_size)
-        generate = functools.partial(generate_stream, model)
-    prompt = tokenizer.encode(args.text)
-    ids = generate(prompt, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed)
+    generator = load(args.model, device_option(args.device), task="lm")
+    pieces = generator.generate_stream(
+        args.text, args.max_new_tokens, args.temperature, args.top_k, args.top_p, args.seed
+    )
     sys.stdout.write(args.text)
     sys.stdout.flush()
-    for piece in stream_text(tokenizer, ids):
+    for piece in pieces:
         sys.stdout.write(piece)
         sys.stdout.flush()
     sys.stdout.write("\n")

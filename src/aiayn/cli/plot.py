@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.plots.output import figure_format
 
 
@@ -119,13 +119,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run_attention(args: argparse.Namespace) -> int:
+    from aiayn.inference import load
     from aiayn.plots.attention import parse_layer, plot_attention
     from aiayn.plots.attention_data import attention_example
-    from aiayn.translator import Translator
 
     figure_format(args.out)
     layer = parse_layer(args.layer)
-    translator = Translator.load(args.model, None if args.device == "auto" else args.device)
+    translator = load(args.model, device_option(args.device), task="translation")
     example = attention_example(translator, args.text, args.target, beam=args.beam)
     panels = plot_attention(example, args.out, kind=args.kind, layer=layer)
     print(

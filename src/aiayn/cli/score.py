@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 
+from aiayn.cli.arguments import device_option
 from aiayn.cli.evaluate import read_parallel_files
-from aiayn.cli.translate import add_model_arguments, load_translator
+from aiayn.cli.translate import add_model_arguments
+from aiayn.inference import load
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,6 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     sources, targets = read_parallel_files(args.input, args.ref)
-    scores = load_translator(args).score(sources, targets, batch_tokens=args.batch_tokens)
+    translator = load(args.model, device_option(args.device), task="translation")
+    scores = translator.score(sources, targets, batch_tokens=args.batch_tokens)
     print("".join(f"{score:.4f}\n" for score in scores), end="", flush=True)
     return 0

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.errors import ConfigError
 
 API_KEY_ENV = "AIAYN_API_KEY"
@@ -147,8 +147,8 @@ def run(args: argparse.Namespace) -> int:
     import torch
     import uvicorn
 
+    from aiayn.inference import Translator, load
     from aiayn.serve.app import ServeSettings, create_app
-    from aiayn.serve.engine import load_engine
     from aiayn.serve.server import GracefulServer
 
     api_key = args.api_key if args.api_key is not None else os.environ.get(API_KEY_ENV) or None
@@ -156,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     sock = listen(args.host, args.port)  # first: a busy port is reported before the model loads
     try:
-        engine = load_engine(args.model, None if args.device == "auto" else args.device)
+        model = load(args.model, device_option(args.device))
         settings = ServeSettings(
             max_batch_tokens=args.max_batch_tokens,
             batch_wait_ms=args.batch_wait_ms,
@@ -166,7 +166,7 @@ def run(args: argparse.Namespace) -> int:
             api_key=api_key,
             title=f"aiayn · {args.model.resolve().name}",
         )
-        app = create_app(engine, settings)
+        app = create_app(model, settings)
         host, port = sock.getsockname()[:2]
         url = f"http://{f'[{host}]' if ':' in host else host}:{port}/"
         warning = exposure_warning(args.host, port, api_key)
@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         config = uvicorn.Config(
             app, log_config=None, access_log=args.access_log, lifespan="on", timeout_graceful_shutdown=None
         )
-        ready = (f"aiayn serve: {url} ({engine.task} model {args.model}, engine {engine.name}); "
+        task = "translation" if isinstance(model, Translator) else "lm"
+        ready = (f"aiayn serve: {url} ({task} model {args.model}, engine {model.engine}); "
                  "Ctrl-C or SIGTERM stops it")
         server = GracefulServer(config, ready)
         with uvicorn_log(args.access_log):

@@ -26,10 +26,10 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO
 
-from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
-from aiayn.translator import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translator
+from aiayn.inference import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation, load
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -52,13 +52,6 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help="length penalty alpha, 0..10 (default 0.6)")
     parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
                         help="output tokens allowed beyond the source length (default 50)")
-
-
-def load_translator(args: argparse.Namespace) -> Translator:
-    """aiayn's `Translator`, or CTranslate2's for a directory from `aiayn export ctranslate2`."""
-    from aiayn.export.engine import load_translator as load_engine
-
-    return load_engine(args.model, None if args.device == "auto" else args.device)  # type: ignore[return-value]
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -140,7 +133,7 @@ def one_line(text: str) -> str:
     return text.replace("\r", " ").replace("\n", " ")
 
 
-def format_nbest(first_index: int, nbest: list) -> list[str]:
+def format_nbest(first_index: int, nbest: list[list[Translation]]) -> list[str]:
     """`index<TAB>score<TAB>hypothesis` lines for the n-best lists of consecutive inputs."""
     return [
         f"{first_index + i}\t{entry.score:.4f}\t{one_line(entry.text)}"
@@ -185,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
     if args.report is not None:
         return run_report(args)
-    translator = load_translator(args)
+    translator = load(args.model, device_option(args.device), task="translation")
     with ExitStack() as stack:
         if args.text is not None:
             lines: Iterable[str] = [args.text]
@@ -211,15 +204,17 @@ def run(args: argparse.Namespace) -> int:
         done = 0
         source_name = "--text" if args.text is not None else args.input or "<stdin>"
         for chunk in chunks(lines, chunk_lines):
+            settings = dict(
+                beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len, batch_tokens=args.batch_tokens,
+                line_offset=done, on_long_line=args.on_long_line,
+            )
             try:
-                results = translator.translate(
-                    chunk, beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len,
-                    nbest=args.nbest, batch_tokens=args.batch_tokens, line_offset=done,
-                    on_long_line=args.on_long_line,
-                )
+                if args.nbest == 1:
+                    output = [one_line(t) for t in translator.translate(chunk, **settings)]
+                else:
+                    output = format_nbest(done, translator.translate_nbest(chunk, args.nbest, **settings))
             except DataError as error:  # a line too long, with --on-long-line error
                 raise DataError(f"{source_name}: {error} (--on-long-line truncate cuts it)") from None
-            output = [one_line(t) for t in results] if args.nbest == 1 else format_nbest(done, results)
             out.write("".join(line + "\n" for line in output))
             out.flush()
             done += len(chunk)

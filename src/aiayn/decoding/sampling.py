@@ -11,12 +11,14 @@ so the same seed gives the same text whatever else the program does.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from aiayn.errors import DataError
+from aiayn.errors import ConfigError, DataError
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.kv_cache import DecoderCache
 
@@ -48,17 +50,37 @@ def filter_logits(logits: Tensor, top_k: int | None = None, top_p: float | None 
     return logits
 
 
+@dataclass(frozen=True)
+class Sampling:
+    """How each next token is drawn (checked when made).
+
+    Args:
+        temperature: > 0 divides the logits; 0 = greedy (arg-max).
+        top_k, top_p: see `filter_logits` (None: no limit).
+    """
+
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+
+    def __post_init__(self) -> None:
+        if not math.isfinite(self.temperature) or self.temperature < 0:
+            raise ConfigError(f"temperature must be a finite number >= 0, got {self.temperature}")
+        if self.top_k is not None and self.top_k < 0:
+            raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
+        if self.top_p is not None and not 0 < self.top_p <= 1:
+            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+
+
 def sample_stream(
     model: DecoderOnlyLM,
     prompt_ids: Sequence[int],
-    max_new_tokens: int = 100,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
+    max_new_tokens: int,
+    sampling: Sampling,
     seed: int | None = None,
     stop_ids: Iterable[int] | None = None,
 ) -> Iterator[int]:
-    """Yield newly generated token ids one at a time (for streaming to a terminal).
+    """Yield newly generated token ids one at a time, within the model's positions.
 
     Args:
         model: a `DecoderOnlyLM` (put in eval mode while generating).
@@ -66,18 +88,14 @@ def sample_stream(
             A prompt longer than the model's `max_len` keeps its last `max_len` tokens (with a
             warning); an id outside the vocabulary is a `DataError`.
         max_new_tokens: the most tokens generated.
-        temperature: > 0 divides the logits; 0 = greedy (arg-max).
-        top_k, top_p: see `filter_logits`.
+        sampling: temperature, top-k and top-p.
         seed: seeds a private `torch.Generator` (None: a random seed).
         stop_ids: generation ends after yielding one of these ids (default: the model's
             `<eos>`, `model.config.eos_id`).
 
-    Generation also ends when the context fills the model's positions (`max_len`).
+    Generation also ends when the context fills the model's positions (`max_len`); going on
+    beyond them is `aiayn.inference`'s generators' job.
     """
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    if max_new_tokens < 0:
-        raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
     max_len = model.config.max_len
     prompt = [int(i) for i in prompt_ids] or [model.config.bos_id]
     vocab_size = model.config.tgt_vocab_size
@@ -101,7 +119,7 @@ def sample_stream(
         cache = model.new_cache()
         tokens = torch.tensor([prompt], dtype=torch.long, device=device)  # (1, P): prefill
         for _ in range(max_new_tokens):
-            next_id = _next_token(model, tokens, cache, temperature, top_k, top_p, generator)
+            next_id = _next_token(model, tokens, cache, sampling, generator)
             yield next_id
             if next_id in stops or cache.length >= max_len:
                 return
@@ -115,38 +133,18 @@ def _next_token(
     model: DecoderOnlyLM,
     tokens: Tensor,
     cache: DecoderCache,
-    temperature: float,
-    top_k: int | None,
-    top_p: float | None,
+    sampling: Sampling,
     generator: torch.Generator,
 ) -> int:
     """Feed (1, T) new tokens through the cached model and draw the next token id."""
     hidden = model(tokens, cache=cache, return_hidden=True)[:, -1]  # (1, D)
     logits = model.output_projection(hidden).float()  # (1, V)
-    if temperature == 0:
+    if sampling.temperature == 0:
         return int(logits.argmax(dim=-1))
     # Shifting by the row's maximum first leaves the softmax unchanged, but keeps a tiny
     # temperature from turning the largest logits into inf (and the probabilities into NaN):
     # as temperature -> 0 the shifted logits go to 0 for the arg-max and -inf elsewhere.
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (1, V), <= 0
-    probs = filter_logits(shifted / temperature, top_k, top_p).softmax(dim=-1)
+    probs = filter_logits(shifted / sampling.temperature, sampling.top_k, sampling.top_p).softmax(dim=-1)
     return int(torch.multinomial(probs, 1, generator=generator))
 
-
-def sample(
-    model: DecoderOnlyLM,
-    prompt_ids: Sequence[int],
-    max_new_tokens: int = 100,
-    temperature: float = 1.0,
-    top_k: int | None = None,
-    top_p: float | None = None,
-    seed: int | None = None,
-    stop_ids: Iterable[int] | None = None,
-) -> list[int]:
-    """The generated token ids (without the prompt; a stop id, if reached, is included).
-
-    Same arguments as `sample_stream`.
-    """
-    return list(
-        sample_stream(model, prompt_ids, max_new_tokens, temperature, top_k, top_p, seed, stop_ids)
-    )

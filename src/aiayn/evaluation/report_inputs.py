@@ -6,7 +6,7 @@ a change to their interface is met here alone:
     outputs = model_outputs("runs/de_en", sources, Decoding(beam=4, alpha=0.6))
 
 For an aiayn model directory the best beam hypothesis of each sentence comes from
-`Translator.translate_hypotheses` and its encoder-decoder attention (every layer and head,
+`Translator.translate_nbest` and its encoder-decoder attention (every layer and head,
 Sec. 3.2.3) from one teacher-forced pass over the hypothesis (`attention_examples`). A
 CTranslate2 export translates, but its attention is not the per-layer, per-head attention of
 the model, so `attention_note` says why it is unavailable and `cross` stays None.
@@ -88,16 +88,17 @@ def model_outputs(
 ) -> ModelOutputs:
     """Translate `sources` with the model in `model_dir` (aiayn or CTranslate2) and gather, per
     sentence, its tokens and (aiayn models, `attention=True`) its encoder-decoder attention."""
-    from aiayn.export.engine import is_ctranslate2_dir, load_translator
+    from aiayn.inference import load
 
-    translator = load_translator(model_dir, decoding.device)
+    translator = load(model_dir, decoding.device, task="translation")
     start = time.perf_counter()
-    nbests = translator.translate_hypotheses(
-        list(sources), decoding.beam, decoding.alpha, decoding.max_len_extra, 1, decoding.batch_tokens
+    nbests = translator.translate_nbest(
+        list(sources), 1, beam=decoding.beam, alpha=decoding.alpha, max_len_extra=decoding.max_len_extra,
+        batch_tokens=decoding.batch_tokens,
     )
     ids = [hyps[0].tokens for hyps in nbests]
+    hypotheses = [hyps[0].text for hyps in nbests]
     target_tok, source_tok = translator.tokenizers.target, translator.tokenizers.source
-    hypotheses = target_tok.decode_batch(ids)
     seconds = time.perf_counter() - start
     specials = translator.tokenizers.specials
     unk_id = specials.unk_id
@@ -117,7 +118,7 @@ def model_outputs(
             target_unknown=[1 + i for i in tgt_unknown],
             unknown_tokens=[src_tokens[i] for i in src_unknown] + [tgt_tokens[i] for i in tgt_unknown],
         ))
-    config = translator.config if is_ctranslate2_dir(model_dir) else translator.model.config
+    config = translator.config
     model = {
         "directory": str(model_dir), "d_model": config.d_model, "num_heads": config.num_heads,
         "num_encoder_layers": config.num_encoder_layers, "num_decoder_layers": config.num_decoder_layers,
@@ -125,7 +126,7 @@ def model_outputs(
     }
     outputs = ModelOutputs(str(model_dir), sentences, model, seconds=seconds,
                            generated_tokens=sum(map(len, ids)))
-    if is_ctranslate2_dir(model_dir):
+    if translator.engine == "ctranslate2":
         outputs.attention_note = (
             "unavailable: a CTranslate2 model does not give the encoder-decoder attention of every "
             "layer and head (translate with the aiayn model directory for attention)"

@@ -257,7 +257,7 @@ for result in results:
 # Length penalty: CTranslate2 divides the log-probability by |Y|^alpha (|Y| without
 # <eos>); aiayn uses GNMT's ((5 + |Y|) / 6)^alpha, |Y| with <eos>. With length_penalty=0
 # both rank by log-probability alone. aiayn's own commands rank CTranslate2's n-best list
-# with GNMT's formula (see aiayn.export.engine).
+# with GNMT's formula (see aiayn.inference.ctranslate2).
 """
     else:
         bos = json.dumps(source.tokenizers.target.id_to_token(config.bos_id))

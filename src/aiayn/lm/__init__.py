@@ -1,10 +1,9 @@
-"""Decoder-only language models on any text file: windows, training, generation.
+"""Decoder-only language models on any text file: windows and training.
 
-dataset (text -> token stream -> windows and batches) -> run (`aiayn lm train`) ->
-generate (streamed sampling with the key/value cache, `aiayn lm generate`).
+dataset (text -> token stream -> windows and batches) -> run (`aiayn lm train`). Generation
+(`aiayn lm generate`) is `aiayn.inference`'s `Generator` (`aiayn.load(DIR).generate(...)`).
 """
 
 from aiayn.lm.dataset import LMBatch, TokenWindows, window_starts
-from aiayn.lm.generate import generate, generate_stream, stream_text
 
-__all__ = ["LMBatch", "TokenWindows", "generate", "generate_stream", "stream_text", "window_starts"]
+__all__ = ["LMBatch", "TokenWindows", "window_starts"]

@@ -24,8 +24,8 @@ from aiayn.data.paths import resolve_data_file
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import ConfigError
+from aiayn.inference.torch_generator import TorchGenerator
 from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, split_text, text_stream
-from aiayn.lm.generate import generate
 from aiayn.model import DecoderOnlyLM, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import label_smoothed_nll
@@ -131,11 +131,12 @@ class LMTask(OneTokenizerTask[LMData]):
         self, best: nn.Module, config: RunConfig, data: LMData, state: TrainState
     ) -> dict[str, Any]:
         """The validation loss of the best model, and a sample from it."""
-        sample_ids = generate(best, [], SAMPLE_TOKENS, temperature=1.0, seed=config.train.seed)
+        generator = TorchGenerator(best, data.tokenizer)
+        sample = generator.generate("", SAMPLE_TOKENS, temperature=1.0, seed=config.train.seed)
         return {
             "val_loss": state.best_metric if config.train.validation_metric == "loss" else None,
             "vocab_size": data.tokenizer.vocab_size,
-            "sample": data.tokenizer.decode(sample_ids),
+            "sample": sample,
         }
 
 

@@ -25,8 +25,9 @@ import torch
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.eval_mode import eval_mode
+from aiayn.inference.interface import Translator
+from aiayn.inference.torch_translator import TorchTranslator
 from aiayn.model.decoder_only import DecoderOnlyLM
-from aiayn.translator import Translator
 
 KINDS = ("encoder", "decoder", "cross")
 KIND_TITLES = {
@@ -77,22 +78,22 @@ class AttentionExample:
         return int(self.encoder.shape[1])
 
 
-def _source_ids(translator: Translator, text: str, where: str) -> list[int]:
+def _source_ids(translator: TorchTranslator, text: str, where: str) -> list[int]:
     if not text.strip():
         raise ConfigError(f"{where}: the sentence is empty")
     ids = translator.tokenizers.source.encode(text)
-    limit = translator.model.config.max_len - 1
+    limit = translator.config.max_len - 1
     if len(ids) > limit:
         raise ConfigError(
             f"{where}: the sentence has {len(ids)} tokens; the model takes at most {limit} "
             f"(max_len {limit + 1} including <eos>)"
         )
-    return [*ids, translator.model.config.eos_id]
+    return [*ids, translator.config.eos_id]
 
 
-def _target_ids(translator: Translator, text: str, where: str) -> list[int]:
+def _target_ids(translator: TorchTranslator, text: str, where: str) -> list[int]:
     ids = translator.tokenizers.target.encode(text)
-    limit = translator.model.config.max_len - 1
+    limit = translator.config.max_len - 1
     if len(ids) > limit:
         raise ConfigError(
             f"{where}: the target has {len(ids)} tokens; the model takes at most {limit} "
@@ -116,7 +117,8 @@ def attention_examples(
     """Attention of the model on each source sentence.
 
     Args:
-        translator: the model and its tokenizers.
+        translator: the model and its tokenizers: a `TorchTranslator` (`aiayn.load` of an
+            aiayn model directory; a CTranslate2 export gives no attention weights).
         sources: source sentences (non-empty).
         targets: a target per source, or None (for all, or for one) to use the model's own
             translation (beam search with `beam`; 1 = greedy).
@@ -124,6 +126,11 @@ def attention_examples(
         where: a name per sentence for error messages (e.g. 'input.txt line 3');
             defaults to '--text'.
     """
+    if not isinstance(translator, TorchTranslator):
+        raise ConfigError(
+            f"attention maps need aiayn's own model (an aiayn model directory); the {translator.engine} "
+            "engine gives no attention weights"
+        )
     targets = list(targets) if targets is not None else [None] * len(sources)
     if len(targets) != len(sources):
         raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
@@ -133,9 +140,9 @@ def attention_examples(
     tgt_ids: list[list[int]] = [[] for _ in sources]
     texts: list[str] = ["" for _ in sources]
     if todo:
-        hyps = translator.translate_hypotheses([sources[i] for i in todo], beam=beam, nbest=1)
-        limit = translator.model.config.max_len - 1
-        for i, nbest in zip(todo, hyps, strict=True):
+        translations = translator.translate_nbest([sources[i] for i in todo], 1, beam=beam)
+        limit = translator.config.max_len - 1
+        for i, nbest in zip(todo, translations, strict=True):
             tgt_ids[i] = nbest[0].tokens[:limit]
             texts[i] = translator.tokenizers.target.decode(tgt_ids[i])
     for i, target in enumerate(targets):

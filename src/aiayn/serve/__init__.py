@@ -1,12 +1,15 @@
 """`aiayn serve`: translation and generation over HTTP, with a page that shows the attention.
 
+    import aiayn
     from aiayn.serve.app import ServeSettings, create_app
-    from aiayn.serve.engine import load_engine
-    app = create_app(load_engine("runs/dates"), ServeSettings(max_sentences=16))
+    app = create_app(aiayn.load("runs/dates"), ServeSettings(max_sentences=16))
 
-- `engine`: the `Engine` interface between the service and a model, and aiayn's own
-  PyTorch engines (a CTranslate2 engine plugs in behind the same interface);
-- `batching`: the one worker thread that owns the engine and batches concurrent requests;
+The service decodes through `aiayn.inference` (`aiayn.load` gives a `Translator` or a
+`Generator`, on PyTorch or CTranslate2), nothing else:
+
+- `served_model`: what only the service asks of the model (task, token counts, /v1/model,
+  attention maps);
+- `batching`: the one worker thread that owns the model and batches concurrent requests;
 - `schemas`: the request and response bodies (pydantic);
 - `app`: the FastAPI app: endpoints, limits, API key, errors;
 - `page`: the web page, drawn with the explorer's attention view;

@@ -1,6 +1,6 @@
-"""The web service: a FastAPI app around one engine and its batching worker.
+"""The web service: a FastAPI app around one model and its batching worker.
 
-    app = create_app(load_engine("runs/dates"), ServeSettings())
+    app = create_app(aiayn.load("runs/dates"), ServeSettings())
 
 Endpoints: POST /v1/translate, /v1/generate, /v1/attention; GET /v1/model, /health, / (the
 page) and /static/* (its script and styles). Every error is a JSON body
@@ -30,8 +30,8 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aiayn.errors import AiaynError
+from aiayn.inference.interface import Generator, Translation, Translator
 from aiayn.serve.batching import BatchWorker, Job, WorkerClosed
-from aiayn.serve.engine import Engine, EngineUnsupported
 from aiayn.serve.page import CONTENT_SECURITY_POLICY, page_html, static_files
 from aiayn.serve.schemas import (
     MAX_BEAM,
@@ -41,6 +41,7 @@ from aiayn.serve.schemas import (
     TranslateRequest,
     TranslateResponse,
 )
+from aiayn.serve.served_model import ServedModel, Unsupported
 
 log = logging.getLogger(__name__)
 
@@ -165,10 +166,12 @@ def validation_response(error: RequestValidationError) -> JSONResponse:
     return error_response(422, summary, details=details)
 
 
-def create_app(engine: Engine, settings: ServeSettings | None = None) -> FastAPI:
-    """The service for `engine`; its worker thread starts and stops with the app's lifespan."""
+def create_app(model: Translator | Generator, settings: ServeSettings | None = None) -> FastAPI:
+    """The service for `model` (from `aiayn.load`); its worker thread starts and stops with
+    the app's lifespan."""
     settings = settings or ServeSettings()
-    worker = BatchWorker(engine, settings.max_batch_tokens, settings.batch_wait_ms)
+    served = ServedModel(model)
+    worker = BatchWorker(served, settings.max_batch_tokens, settings.batch_wait_ms)
     page = page_html(settings.title)
     assets = static_files()
 
@@ -184,7 +187,7 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> FastAPI
         title="aiayn serve", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url="/openapi.json"
     )
     app.state.worker = worker
-    app.state.engine = engine
+    app.state.served = served
     app.add_middleware(RequestGuard, max_request_bytes=settings.max_request_bytes, api_key=settings.api_key)
 
     @app.exception_handler(RequestValidationError)
@@ -202,8 +205,8 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> FastAPI
     async def on_limit(request: Request, error: LimitError) -> JSONResponse:
         return error_response(error.status, str(error), limit=error.limit, value=error.value)
 
-    @app.exception_handler(EngineUnsupported)
-    async def on_unsupported(request: Request, error: EngineUnsupported) -> JSONResponse:
+    @app.exception_handler(Unsupported)
+    async def on_unsupported(request: Request, error: Unsupported) -> JSONResponse:
         return error_response(501, str(error))
 
     @app.exception_handler(AiaynError)
@@ -220,24 +223,24 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> FastAPI
         return error_response(500, "internal error (the server log has the details)")
 
     def check_lengths(texts: Sequence[str]) -> list[int]:
-        lengths = engine.count_tokens(texts)
-        limit = engine.max_input_tokens
+        lengths = served.count_tokens(texts)
+        limit = served.max_input_tokens
         for i, length in enumerate(lengths):
             if length > limit:
                 where = f"sentence {i + 1}" if len(texts) > 1 else "the text"
                 raise LimitError(
                     422,
                     f"{where} has {length} tokens; the model takes at most {limit} (its max_len, "
-                    f"{'<eos> included' if engine.task == 'translation' else 'the whole text'})",
+                    f"{'<eos> included' if served.task == 'translation' else 'the whole text'})",
                     "max_len",
                     limit,
                 )
         return lengths
 
     def need_task(task: str, endpoint: str) -> None:
-        if engine.task != task:
+        if served.task != task:
             kinds = {"translation": "a translation model", "lm": "a language model"}
-            message = f"{endpoint} needs {kinds[task]}; this service runs {kinds[engine.task]}"
+            message = f"{endpoint} needs {kinds[task]}; this service runs {kinds[served.task]}"
             raise HTTPException(404, message)
 
     async def run_job(job: Job) -> Any:
@@ -257,13 +260,15 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> FastAPI
         lengths = check_lengths(request.text)
         beam, alpha, nbest = request.beam, request.alpha, request.nbest
 
-        def decode(engine: Engine, texts: list[str], batch_tokens: int) -> list[list[tuple[str, float]]]:
-            return engine.translate(texts, beam, alpha, nbest, batch_tokens)
+        def decode(served: ServedModel, texts: list[str], batch_tokens: int) -> list[list[Translation]]:
+            return served.model.translate_nbest(  # type: ignore[union-attr]
+                texts, nbest, beam=beam, alpha=alpha, batch_tokens=batch_tokens, on_long_line="error"
+            )
 
         key = ("translate", beam, alpha, nbest)
         job = Job(key=key, run=decode, texts=list(request.text), lengths=lengths)
         nbests = await run_job(job) if request.text else []
-        return {"translations": [[{"text": t, "score": s} for t, s in hyps] for hyps in nbests]}
+        return {"translations": [[{"text": t.text, "score": t.score} for t in hyps] for hyps in nbests]}
 
     @app.post("/v1/generate", response_model=GenerateResponse)
     async def generate(request: GenerateRequest) -> dict[str, Any]:
@@ -278,8 +283,10 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> FastAPI
             )
         r = request
 
-        def sample(engine: Engine) -> str:
-            return engine.generate(r.prompt, r.max_new_tokens, r.temperature, r.top_k, r.top_p, r.seed)
+        def sample(served: ServedModel) -> str:
+            return served.model.generate(  # type: ignore[union-attr]
+                r.prompt, r.max_new_tokens, r.temperature, r.top_k, r.top_p, r.seed
+            )
 
         job = Job(key=None, run=sample)
         return {"text": await run_job(job)}
@@ -290,24 +297,24 @@ def create_app(engine: Engine, settings: ServeSettings | None = None) -> FastAPI
             raise LimitError(422, "the text is empty", "min_tokens", 1)
         check_lengths([request.text])
         text, beam = request.text, request.beam
-        return await run_job(Job(key=None, run=lambda engine: engine.attention(text, beam)))
+        return await run_job(Job(key=None, run=lambda served: served.attention(text, beam)))
 
     @app.get("/v1/model")
     async def model() -> dict[str, Any]:
         limits = {
             "max_request_bytes": settings.max_request_bytes,
             "max_sentences": settings.max_sentences,
-            "max_input_tokens": engine.max_input_tokens,
+            "max_input_tokens": served.max_input_tokens,
             "max_new_tokens": settings.max_new_tokens,
             "max_beam": MAX_BEAM,
             "max_batch_tokens": settings.max_batch_tokens,
             "batch_wait_ms": settings.batch_wait_ms,
         }
-        return {**engine.info(), "limits": limits}
+        return {**served.info(), "limits": limits}
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "engine": engine.name, "task": engine.task, "queued": worker.queued,
+        return {"status": "ok", "engine": served.name, "task": served.task, "queued": worker.queued,
                 **asdict(worker.stats)}
 
     page_headers = {"Content-Security-Policy": CONTENT_SECURITY_POLICY, "X-Content-Type-Options": "nosniff"}

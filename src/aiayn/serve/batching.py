@@ -1,11 +1,11 @@
-"""Dynamic batching: one worker thread owns the engine and decodes concurrent requests together.
+"""Dynamic batching: one worker thread owns the model and decodes concurrent requests together.
 
 Request handlers never touch the model. They `submit` a job and await its future; the
 worker takes jobs off a queue in arrival order. Translation jobs that arrive within
 `batch_wait_ms` of the first one waiting, and that ask for the same search (beam, alpha,
 nbest), are joined into one batch, as long as its padded size (sentences x longest
 sentence, in source tokens) stays within `max_batch_tokens`; the batch is decoded with one
-`Engine.translate` call and each job gets its own slice of the results. A job that does not
+`Translator.translate_nbest` call and each job gets its own slice of the results. A job that does not
 fit, or asks for another search, waits (ahead of newer jobs) for the next batch. Generation
 and attention jobs run one at a time. So torch never runs in two request threads at once.
 Under load, jobs queue up while a batch decodes; the next batch takes all of them, and waits
@@ -27,8 +27,6 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiayn.serve.engine import Engine
-
 log = logging.getLogger(__name__)
 
 
@@ -42,8 +40,8 @@ class Job:
 
     Attributes:
         key: jobs with equal keys may share a batch (None: always alone).
-        run: for a batchable job, `run(engine, texts, batch_tokens)` decodes a whole batch's
-            texts (jobs with one key share one `run`); otherwise `run(engine)`.
+        run: for a batchable job, `run(served, texts, batch_tokens)` decodes a whole batch's
+            texts (jobs with one key share one `run`); otherwise `run(served)`.
         texts: the job's sentences (batchable jobs).
         lengths: tokens of each sentence (for the batch bound).
         future: receives the job's result (its slice of the batch) or exception.
@@ -77,21 +75,21 @@ def padded_tokens(num_sentences: int, longest: int) -> int:
 
 
 class BatchWorker:
-    """The one thread that runs the engine.
+    """The one thread that runs the model.
 
     Args:
-        engine: the model behind the service.
+        served: the model behind the service (a `ServedModel`), passed to each job's `run`.
         max_batch_tokens: the most padded source tokens in one batch (a single larger
-            request still runs, alone; the engine splits it by the same bound).
+            request still runs, alone; the translator splits it by the same bound).
         batch_wait_ms: how long a job may wait for others to join its batch.
     """
 
-    def __init__(self, engine: Engine, max_batch_tokens: int = 4096, batch_wait_ms: float = 5.0) -> None:
+    def __init__(self, served: Any, max_batch_tokens: int = 4096, batch_wait_ms: float = 5.0) -> None:
         if max_batch_tokens < 1:
             raise ValueError(f"max_batch_tokens must be >= 1, got {max_batch_tokens}")
         if batch_wait_ms < 0:
             raise ValueError(f"batch_wait_ms must be >= 0, got {batch_wait_ms}")
-        self.engine = engine
+        self.served = served
         self.max_batch_tokens = max_batch_tokens
         self.batch_wait_s = batch_wait_ms / 1000.0
         self.stats = WorkerStats()
@@ -215,14 +213,14 @@ class BatchWorker:
         self.stats.completed += len(live)
 
     def _run(self, jobs: list[Job]) -> list[Any]:
-        """Each job's result: one engine call for the whole batch."""
+        """Each job's result: one decoding call for the whole batch."""
         if jobs[0].key is None:
-            return [jobs[0].run(self.engine)]
+            return [jobs[0].run(self.served)]
         texts = [text for job in jobs for text in job.texts]
         self.stats.batches += 1
         self.stats.batched_sentences += len(texts)
         self.stats.largest_batch = max(self.stats.largest_batch, len(texts))
-        flat = jobs[0].run(self.engine, texts, self.max_batch_tokens)
+        flat = jobs[0].run(self.served, texts, self.max_batch_tokens)
         results, start = [], 0
         for job in jobs:
             results.append(flat[start : start + len(job.texts)])

@@ -2,7 +2,7 @@
 
 This is what `aiayn evaluate` runs, and what training calls for validation BLEU:
 
-    evaluate_translation(Translator(model, tokenizers), sources, references, beam=4, alpha=0.6)
+    evaluate_translation(TorchTranslator(model, tokenizers), sources, references, beam=4, alpha=0.6)
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiayn.evaluation.bleu import MetricScore, corpus_bleu, corpus_chrf
-from aiayn.translator import DEFAULT_BATCH_TOKENS, Translator
+from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, Translator
 
 
 @dataclass
@@ -78,7 +78,8 @@ def evaluate_translation(
     """Translate `sources` and score them against `references` (detokenized, sacrebleu 13a).
 
     Args:
-        translator: `Translator(model, tokenizers)` or `aiayn.load(DIR)`.
+        translator: any `aiayn.inference.Translator`: `TorchTranslator(model, tokenizers)`
+            or `aiayn.load(DIR)`.
         sources, references: aligned sentences (same count).
         beam, alpha, max_len_extra, batch_tokens: decoding settings (`Translator.translate`).
         lowercase: case-insensitive BLEU and chrF.
@@ -86,16 +87,16 @@ def evaluate_translation(
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
     start = time.perf_counter()
-    nbests = translator.translate_hypotheses(sources, beam, alpha, max_len_extra, 1, batch_tokens)
-    best = [hyps[0].tokens for hyps in nbests]
-    hypotheses = translator.tokenizers.target.decode_batch(best)
+    nbests = translator.translate_nbest(sources, 1, beam, alpha, max_len_extra, batch_tokens)
+    best = [hyps[0] for hyps in nbests]
+    hypotheses = [translation.text for translation in best]
     seconds = time.perf_counter() - start
     return TranslationEvaluation(
         bleu=corpus_bleu(hypotheses, references, lowercase=lowercase),
         chrf=corpus_chrf(hypotheses, references, lowercase=lowercase),
         hypotheses=hypotheses,
         sentences=len(sources),
-        generated_tokens=sum(map(len, best)),
+        generated_tokens=sum(len(translation.tokens) for translation in best),
         seconds=seconds,
     )
 

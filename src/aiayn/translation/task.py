@@ -17,6 +17,8 @@ from torch import Tensor, nn
 
 from aiayn.data.batching import Batch
 from aiayn.data.tokenizer import Names, TokenizerPair
+from aiayn.inference.interface import DEFAULT_BATCH_TOKENS
+from aiayn.inference.torch_translator import TorchTranslator
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import translation_loss
@@ -24,7 +26,6 @@ from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
 from aiayn.translation.data import PreparedData, prepare_data
 from aiayn.translation.evaluate import evaluate_translation
-from aiayn.translator import DEFAULT_BATCH_TOKENS, Translator
 
 BLEU = Metric("bleu", higher_is_better=True)
 EXACT_MATCH = Metric("exact_match", higher_is_better=True)
@@ -63,7 +64,7 @@ def translation_metrics(
     """
     references = [t for _, t in pairs]
     evaluation = evaluate_translation(
-        Translator(model, tokenizers),
+        TorchTranslator(model, tokenizers),
         [s for s, _ in pairs],
         references,
         beam=beam,

@@ -3,11 +3,22 @@
 import pytest
 import torch
 
+import aiayn
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.lm.generate import context_length, generate, generate_stream, stream_text
+from aiayn.errors import CheckpointError, ConfigError
+from aiayn.inference import Generator, TorchGenerator, context_length, stream_text
 from aiayn.model import DecoderOnlyLM, ModelConfig
 
 PROMPT = [5, 9, 4]
+CHARS = Tokenizer.train_char(["abcdefghij klmnop"])  # 4 specials + 17 characters: fits 30 ids
+
+
+def generate_stream(model: DecoderOnlyLM, prompt_ids, *args, **kwargs):
+    return TorchGenerator(model, CHARS).generate_ids(prompt_ids, *args, **kwargs)
+
+
+def generate(model: DecoderOnlyLM, prompt_ids, *args, **kwargs) -> list[int]:
+    return list(generate_stream(model, prompt_ids, *args, **kwargs))
 
 
 def tiny_lm(seed: int = 0, block_size: int = 8) -> DecoderOnlyLM:
@@ -24,8 +35,8 @@ def lm():
 
 
 def test_the_context_is_the_trained_block_size(lm):
-    assert context_length(lm) == 8
-    assert context_length(tiny_lm(block_size=64)) == 16  # never beyond the positional table
+    assert context_length(lm.config) == 8
+    assert context_length(tiny_lm(block_size=64).config) == 16  # never beyond the positional table
 
 
 def test_same_seed_same_tokens(lm):
@@ -86,3 +97,34 @@ def test_stream_text_never_splits_a_character():
     pieces = list(stream_text(tokenizer, ids))
     assert "".join(pieces) == tokenizer.decode(ids) == text
     assert not any("\ufffd" in piece for piece in pieces)
+
+
+def test_text_generation_is_the_decoded_ids(lm):
+    generator = TorchGenerator(lm, CHARS)
+    assert isinstance(generator, Generator)
+    prompt = "abc"
+    ids = generate(lm, CHARS.encode(prompt), 12, temperature=1.0, seed=4)
+    text = generator.generate(prompt, 12, temperature=1.0, seed=4)
+    assert text == CHARS.decode([i for i in ids if i != lm.config.eos_id])
+    assert "".join(generator.generate_stream(prompt, 12, temperature=1.0, seed=4)) == text
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [({"temperature": -1.0}, "temperature"), ({"top_p": 0.0}, "top_p"), ({"top_k": -2}, "top_k"),
+     ({"max_new_tokens": -1}, "max_new_tokens")],
+)
+def test_bad_sampling_settings_are_refused(lm, settings, message):
+    with pytest.raises(ConfigError, match=message):
+        TorchGenerator(lm, CHARS).generate("ab", **settings)
+
+
+def test_load_gives_a_generator_for_a_language_model(lm, tmp_path):
+    lm.save_pretrained(tmp_path)
+    CHARS.save(tmp_path / "tokenizer.json")
+    generator = aiayn.load(tmp_path, "cpu")
+    assert isinstance(generator, TorchGenerator) and generator.directory == tmp_path
+    greedy = TorchGenerator(lm, CHARS).generate("ab", 5, temperature=0.0)
+    assert generator.generate("ab", 5, temperature=0.0) == greedy
+    with pytest.raises(CheckpointError, match="translation model"):
+        aiayn.load(tmp_path, "cpu", task="translation")

@@ -1,4 +1,4 @@
-"""`aiayn.load(DIR)` -> `Translator`: batching, order, empty lines, truncation, scoring."""
+"""`aiayn.load(DIR)` -> `TorchTranslator`: batching, order, empty lines, truncation, scoring."""
 
 import logging
 
@@ -8,15 +8,16 @@ import torch
 import aiayn
 from aiayn.decoding import beam_search
 from aiayn.errors import CheckpointError, ConfigError
-from aiayn.translator import Translation, Translator, length_batches
-
-from .conftest import SOURCES, TARGETS
-from .helpers import approx
+from aiayn.inference import TorchTranslator, Translation, Translator, length_batches
+from decoding.conftest import SOURCES, TARGETS
+from decoding.helpers import approx
 
 
 @pytest.fixture(scope="module")
 def translator(model_dir):
-    return aiayn.load(model_dir, device="cpu")
+    loaded = aiayn.load(model_dir, device="cpu")
+    assert isinstance(loaded, TorchTranslator) and isinstance(loaded, Translator)
+    return loaded
 
 
 def test_length_batches_respect_the_budget_and_cover_everything():
@@ -39,19 +40,23 @@ def test_translate_keeps_order_and_empty_lines(translator):
 
 
 def test_nbest_lists(translator):
-    nbest = translator.translate(SOURCES, beam=3, nbest=3, max_len_extra=3)
-    assert nbest[2] == [Translation("", 0.0)]
+    nbest = translator.translate_nbest(SOURCES, 3, beam=3, max_len_extra=3)
+    assert nbest[2] == [Translation("", 0.0, [])]
     for i in (0, 1, 3, 4):
         assert 1 <= len(nbest[i]) <= 3
         scores = [t.score for t in nbest[i]]
         assert scores == sorted(scores, reverse=True)
+        decoded = translator.tokenizers.target.decode_batch([t.tokens for t in nbest[i]])
+        assert [t.text for t in nbest[i]] == decoded
+    best = [entries[0].text for entries in nbest]
+    assert best == translator.translate(SOURCES, beam=3, max_len_extra=3)
     with pytest.raises(ConfigError, match="nbest"):
-        translator.translate(SOURCES, beam=2, nbest=3)
+        translator.translate_nbest(SOURCES, 3, beam=2)
 
 
 def test_greedy_score_equals_forced_decoding_score(translator):
     sources = [s for s in SOURCES if s]
-    hyps = translator.translate_hypotheses(sources, beam=1, max_len_extra=3)
+    hyps = translator.translate_nbest(sources, 1, beam=1, max_len_extra=3)
     texts = translator.translate(sources, beam=1, max_len_extra=3)
     forced = translator.score(sources, texts)
     cut = [len(h[0].tokens) == len(s) + 1 + 3 for h, s in zip(hyps, sources, strict=True)]
@@ -70,7 +75,7 @@ def test_score_pairs(translator):
 
 def test_long_lines_are_truncated_with_a_warning(translator, caplog):
     long = "ein hund " * 10  # 90 characters; max_len is 48
-    with caplog.at_level(logging.WARNING, logger="aiayn.translator"):
+    with caplog.at_level(logging.WARNING, logger="aiayn.inference"):
         out = translator.translate(["ja", long], beam=2, max_len_extra=2, line_offset=10)
     assert len(out) == 2
     assert "source line 12 has 90 tokens; truncated to 47" in caplog.text
@@ -89,4 +94,4 @@ def test_a_language_model_directory_is_refused(tmp_path, model_dir):
 
     DecoderOnlyLM(ModelConfig.tiny(vocab_size=40)).save_pretrained(tmp_path)
     with pytest.raises(CheckpointError, match="decoder_only"):
-        Translator.load(tmp_path, device="cpu")
+        aiayn.load(tmp_path, device="cpu", task="translation")

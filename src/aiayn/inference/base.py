@@ -1,0 +1,291 @@
+"""What the PyTorch and the CTranslate2 runtimes share, written once.
+
+`TranslatorBase` checks the arguments, tokenizes (truncating a line longer than the model's
+max_len, or raising), leaves empty lines out of decoding, and detokenizes; a runtime only
+searches (`_search`) and scores (`_score_ids`) token ids. `GeneratorBase` checks the sampling
+arguments and runs the sliding context of a language model; a runtime only samples one round
+within the model's positions (`_round`).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from aiayn.data.special_tokens import SpecialTokens
+from aiayn.data.tokenizer import Tokenizer, TokenizerPair
+from aiayn.decoding.common import Hypothesis
+from aiayn.decoding.sampling import Sampling
+from aiayn.errors import CheckpointError, ConfigError, DataError
+from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation
+from aiayn.model.config import ModelConfig
+
+log = logging.getLogger("aiayn.inference")
+
+MAX_PENDING_TOKENS = 4  # a UTF-8 character has at most 4 bytes, a token at least one
+_SEED_STEP = 0x9E3779B97F4A7C15  # odd constant spreading the seeds of successive rounds
+
+
+def check_tokenizers(tokenizers: TokenizerPair, config: ModelConfig) -> None:
+    """Raise unless the tokenizers fit the model's embeddings and use its special ids."""
+    tokenizers.source.check_fits(config.src_vocab_size, "the model's source embedding")
+    tokenizers.target.check_fits(config.tgt_vocab_size, "the model's target embedding")
+    if tokenizers.specials != SpecialTokens.of(config):
+        raise CheckpointError(
+            f"the tokenizers' special ids {tokenizers.specials} are not the model's "
+            f"{SpecialTokens.of(config)}"
+        )
+
+
+class TorchRuntime:
+    """`device` and `parameters` of a runtime that decodes with a PyTorch `model`."""
+
+    model: nn.Module
+
+    def _hold(self, model: nn.Module, kind: type[nn.Module], needed: str) -> None:
+        """Keep `model`, or raise `CheckpointError` (`needed`) unless it is a `kind`."""
+        if not isinstance(model, kind):
+            raise CheckpointError(f"{needed}, got a {type(model).__name__}")
+        self.model = model
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @property
+    def parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+
+class TranslatorBase:
+    """The `aiayn.inference.Translator` interface around a runtime's `_search` and `_score_ids`.
+
+    Args:
+        config: the model's settings (max_len, special ids).
+        tokenizers: the model's tokenizers (checked against `config`).
+        directory: the model directory, if loaded from one.
+    """
+
+    engine = "aiayn"
+    parameters: int | None = None
+
+    def __init__(self, config: ModelConfig, tokenizers: TokenizerPair, directory: Path | None) -> None:
+        check_tokenizers(tokenizers, config)
+        self.config = config
+        self.tokenizers = tokenizers
+        self.directory = directory
+
+    # ---------------------------------------------------------------- what a runtime does
+    def _search(
+        self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
+        batch_tokens: int, exact_scores: bool,
+    ) -> list[list[Hypothesis]]:
+        """Per source (token ids without `<eos>`), up to `nbest` hypotheses, best first.
+        `exact_scores` False allows scores that are only good enough to rank (none are shown)."""
+        raise NotImplementedError
+
+    def _score_ids(
+        self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
+    ) -> list[float]:
+        """log P(target | source) of each pair of token-id lists (without `<eos>`)."""
+        raise NotImplementedError
+
+    # ---------------------------------------------------------------- tokens
+    def _encode(
+        self, texts: Sequence[str], side: str, line_numbers: Sequence[int], on_long_line: str = "truncate"
+    ) -> list[list[int]]:
+        """Token ids of each text, truncated so that text + `<eos>` fits the model's max_len
+        (`on_long_line="error"`: a `DataError` naming the line instead). `line_numbers[i]` is
+        the 1-based input line of `texts[i]`, for the messages."""
+        if on_long_line not in LONG_LINE_ACTIONS:
+            raise ConfigError(f"on_long_line must be one of {LONG_LINE_ACTIONS}, got {on_long_line!r}")
+        tokenizer = self.tokenizers.source if side == "source" else self.tokenizers.target
+        limit = self.config.max_len - 1
+        encoded = tokenizer.encode_batch(list(texts)) if texts else []
+        for i, ids in enumerate(encoded):
+            if len(ids) > limit and on_long_line == "error":
+                raise DataError(
+                    f"{side} line {line_numbers[i]} has {len(ids)} tokens; the model takes at most "
+                    f"{limit} (its max_len is {limit + 1})"
+                )
+            if len(ids) > limit:
+                log.warning(
+                    "%s line %d has %d tokens; truncated to %d (the model's max_len is %d)",
+                    side, line_numbers[i], len(ids), limit, limit + 1,
+                )
+                encoded[i] = ids[:limit]
+        return encoded
+
+    def count_tokens(self, texts: Sequence[str]) -> list[int]:
+        """Source tokens the model reads for each text (its tokens + `<eos>`; 0 for a blank text)."""
+        if not texts:
+            return []
+        encoded = self.tokenizers.source.encode_batch(list(texts))
+        return [len(ids) + 1 if text.strip() else 0 for text, ids in zip(texts, encoded, strict=True)]
+
+    # ---------------------------------------------------------------- decoding
+    def _hypotheses(
+        self, texts: Sequence[str], nbest: int, beam: int, alpha: float, max_len_extra: int,
+        batch_tokens: int, line_offset: int, on_long_line: str, exact_scores: bool,
+    ) -> list[list[Hypothesis]]:
+        if beam < 1 or not 1 <= nbest <= beam:
+            raise ConfigError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
+        if batch_tokens < 1:
+            raise ConfigError(f"batch_tokens must be >= 1, got {batch_tokens}")
+        if max_len_extra < 0:
+            raise ConfigError(f"max_len_extra must be >= 0, got {max_len_extra}")
+        results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in texts]
+        todo = [i for i, text in enumerate(texts) if text.strip()]
+        line_numbers = [line_offset + i + 1 for i in todo]
+        encoded = self._encode([texts[i] for i in todo], "source", line_numbers, on_long_line)
+        if encoded:
+            found = self._search(encoded, beam, alpha, max_len_extra, nbest, batch_tokens, exact_scores)
+            for i, hyps in zip(todo, found, strict=True):
+                results[i] = hyps
+        return results
+
+    def translate(
+        self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
+    ) -> list[str]:
+        """See `aiayn.inference.Translator.translate`."""
+        hypotheses = self._hypotheses(
+            texts, 1, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, False
+        )
+        return self.tokenizers.target.decode_batch([hyps[0].tokens for hyps in hypotheses])
+
+    def translate_nbest(
+        self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
+        batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
+    ) -> list[list[Translation]]:
+        """See `aiayn.inference.Translator.translate_nbest`."""
+        hypotheses = self._hypotheses(
+            texts, nbest, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, True
+        )
+        flat = iter(self.tokenizers.target.decode_batch([h.tokens for hyps in hypotheses for h in hyps]))
+        return [[Translation(next(flat), float(h.score), h.tokens) for h in hyps] for hyps in hypotheses]
+
+    # ---------------------------------------------------------------- scoring
+    def score(
+        self, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = DEFAULT_BATCH_TOKENS
+    ) -> list[float]:
+        """log P(target | source) (natural log, `<eos>` included) of each pair, by forced
+        decoding: the decoder reads `<bos>` + target and is scored on target + `<eos>`."""
+        if len(sources) != len(targets):
+            raise ConfigError(f"{len(sources)} sources but {len(targets)} targets")
+        if batch_tokens < 1:
+            raise ConfigError(f"batch_tokens must be >= 1, got {batch_tokens}")
+        if not sources:
+            return []
+        line_numbers = range(1, len(sources) + 1)
+        src_ids = self._encode(sources, "source", line_numbers)
+        tgt_ids = self._encode(targets, "target", line_numbers)
+        return self._score_ids(src_ids, tgt_ids, batch_tokens)
+
+
+def context_length(config: ModelConfig) -> int:
+    """Positions a language model was trained on: `extra['block_size']` if recorded, else `max_len`."""
+    extra = config.extra if isinstance(config.extra, dict) else {}
+    block = extra.get("block_size")
+    return min(config.max_len, block) if isinstance(block, int) and block > 0 else config.max_len
+
+
+def stream_text(tokenizer: Tokenizer, ids: Iterable[int]) -> Iterator[str]:
+    """Decode `ids` into text pieces as they come; the pieces join to `tokenizer.decode(ids)`,
+    a piece held back while it ends inside a multi-byte UTF-8 character (byte-level BPE
+    tokens can split one)."""
+    pending: list[int] = []
+    for token in ids:
+        pending.append(token)
+        piece = tokenizer.decode(pending)
+        if piece.endswith("\ufffd") and len(pending) < MAX_PENDING_TOKENS:
+            continue  # possibly the first bytes of a character whose rest is still to come
+        pending = []
+        if piece:
+            yield piece
+    if pending and (piece := tokenizer.decode(pending)):
+        yield piece
+
+
+class GeneratorBase:
+    """The `aiayn.inference.Generator` interface around a runtime's `_round`.
+
+    A model only knows positions up to the block size it was trained on; when the context
+    fills those, generation goes on from the last `context // 2` tokens: they are fed again
+    as a new prompt, and sampling continues with the next round's seed. The same seed gives
+    the same tokens.
+    """
+
+    engine = "aiayn"
+    parameters: int | None = None
+
+    def __init__(self, config: ModelConfig, tokenizer: Tokenizer, directory: Path | None) -> None:
+        tokenizer.check_fits(config.tgt_vocab_size, "the model's embedding")
+        self.config = config
+        self.tokenizer = tokenizer
+        self.directory = directory
+
+    def _round(
+        self, prompt_ids: list[int], count: int, sampling: Sampling, seed: int, stop_ids: set[int]
+    ) -> Iterator[int]:
+        """Up to `count` ids sampled after `prompt_ids` (which leave room for them in the
+        model's positions), stopping after a stop id; `seed` seeds this round."""
+        raise NotImplementedError
+
+    def generate_ids(
+        self, prompt_ids: Sequence[int], max_new_tokens: int = 100, temperature: float = 1.0,
+        top_k: int | None = None, top_p: float | None = None, seed: int | None = None,
+        stop_ids: Iterable[int] | None = None, context: int | None = None,
+    ) -> Iterator[int]:
+        """See `aiayn.inference.Generator.generate_ids`."""
+        sampling = Sampling(temperature, top_k, top_p)  # checks them
+        if max_new_tokens < 0:
+            raise ConfigError(f"max_new_tokens must be >= 0, got {max_new_tokens}")
+        context = min(context or context_length(self.config), self.config.max_len)
+        if context < 2:
+            raise ConfigError(f"the context must hold at least 2 positions, got {context}")
+        return self._generate(prompt_ids, max_new_tokens, sampling, seed, stop_ids, context)
+
+    def _generate(
+        self, prompt_ids: Sequence[int], max_new_tokens: int, sampling: Sampling, seed: int | None,
+        stop_ids: Iterable[int] | None, context: int,
+    ) -> Iterator[int]:
+        stops = {self.config.eos_id} if stop_ids is None else set(stop_ids)
+        seed = random.SystemRandom().randrange(2**63) if seed is None else seed
+        history = [int(i) for i in prompt_ids] or [self.config.bos_id]
+        keep, remaining, round_index = context, max_new_tokens, 0
+        while remaining > 0:
+            prompt = history[-keep:]
+            room = context - len(prompt) + 1  # the last token drawn is never fed back
+            round_seed = (seed + round_index * _SEED_STEP) % 2**63
+            for token in self._round(prompt, min(remaining, room), sampling, round_seed, stops):
+                yield token
+                history.append(token)
+                remaining -= 1
+                if token in stops:
+                    return
+            keep, round_index = context // 2, round_index + 1
+
+    def generate_stream(
+        self, prompt: str, max_new_tokens: int = 100, temperature: float = 1.0, top_k: int | None = None,
+        top_p: float | None = None, seed: int | None = None,
+    ) -> Iterator[str]:
+        """See `aiayn.inference.Generator.generate_stream`."""
+        eos_id = self.config.eos_id
+        prompt_ids = self.tokenizer.encode(prompt)
+        ids = self.generate_ids(prompt_ids, max_new_tokens, temperature, top_k, top_p, seed)
+        return stream_text(self.tokenizer, (i for i in ids if i != eos_id))
+
+    def generate(
+        self, prompt: str, max_new_tokens: int = 100, temperature: float = 1.0, top_k: int | None = None,
+        top_p: float | None = None, seed: int | None = None,
+    ) -> str:
+        """See `aiayn.inference.Generator.generate`."""
+        prompt_ids = self.tokenizer.encode(prompt)
+        ids = self.generate_ids(prompt_ids, max_new_tokens, temperature, top_k, top_p, seed)
+        return self.tokenizer.decode([i for i in ids if i != self.config.eos_id])

@@ -1,0 +1,90 @@
+"""`load(DIR)`: the one way to open a model directory for inference.
+
+It returns a `Translator` for a translation model and a `Generator` for a language model,
+on PyTorch for a directory written by aiayn (`save_pretrained`: `config.json` and
+`model.safetensors`) and on CTranslate2 for one written by `aiayn export ctranslate2`
+(recognised by its `model.bin`). `task` asks for one kind and turns the other into a clear error.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal, overload
+
+import torch
+
+from aiayn.data.special_tokens import SpecialTokens
+from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
+from aiayn.errors import CheckpointError, ConfigError
+from aiayn.inference.interface import Generator, Translator
+
+TASKS = {"transformer": "translation", "decoder_only": "lm"}
+"""The model types `load` opens, and the task of each."""
+
+_KINDS = {"translation": "a translation model ('transformer', encoder-decoder)",
+          "lm": "a language model ('decoder_only')"}
+
+
+@overload
+def load(directory: str | Path, device: str | torch.device | None = None, *,
+         task: Literal["translation"]) -> Translator: ...
+@overload
+def load(directory: str | Path, device: str | torch.device | None = None, *,
+         task: Literal["lm"]) -> Generator: ...
+@overload
+def load(directory: str | Path, device: str | torch.device | None = None, *,
+         task: None = None) -> Translator | Generator: ...
+def load(
+    directory: str | Path, device: str | torch.device | None = None, *, task: str | None = None
+) -> Translator | Generator:
+    """The `Translator` or `Generator` for a model directory.
+
+    Args:
+        directory: an aiayn model directory or a CTranslate2 export of one.
+        device: 'cpu', 'cuda', 'cuda:N'; None picks CUDA when available.
+        task: 'translation' or 'lm' to require that kind of model (None: either).
+    """
+    if task is not None and task not in _KINDS:
+        raise ConfigError(f"task must be one of {sorted(_KINDS)} or None, got {task!r}")
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise CheckpointError(f"{directory}: not a directory")
+    from aiayn.inference.ctranslate2 import is_ctranslate2_dir, read_export
+
+    if is_ctranslate2_dir(directory):
+        model_type = read_export(directory)[0]
+    else:
+        from aiayn.model_dir import read_model_json
+
+        model_type = read_model_json(directory)["model_type"]
+    if model_type not in TASKS:
+        raise CheckpointError(
+            f"{directory} holds a {model_type!r} model; inference runs translation models ('transformer') "
+            "and language models ('decoder_only')"
+        )
+    if task is not None and TASKS[model_type] != task:
+        raise CheckpointError(f"{directory} holds a {model_type!r} model; this needs {_KINDS[task]}")
+    if is_ctranslate2_dir(directory):
+        from aiayn.inference.ctranslate2 import CTranslate2Generator, CTranslate2Translator
+
+        runtime = CTranslate2Translator if model_type == "transformer" else CTranslate2Generator
+        return runtime(directory, str(device or "auto"))
+    return _load_torch(directory, model_type, device)
+
+
+def _load_torch(
+    directory: Path, model_type: str, device: str | torch.device | None
+) -> Translator | Generator:
+    from aiayn.model_dir import load_model
+
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    model = load_model(directory, device)
+    specials = SpecialTokens.of(model.config)
+    if model_type == "transformer":
+        from aiayn.inference.torch_translator import TorchTranslator
+
+        return TorchTranslator(model, TokenizerPair.load(directory, specials), directory)  # type: ignore[arg-type]
+    from aiayn.inference.torch_generator import TorchGenerator
+
+    return TorchGenerator(model, Tokenizer.load(directory / JOINT_FILE, specials), directory)  # type: ignore[arg-type]

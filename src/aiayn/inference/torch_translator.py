@@ -1,0 +1,105 @@
+"""aiayn's own translator: beam and greedy search in PyTorch (`aiayn.decoding`).
+
+    translator = aiayn.load("runs/multi30k")
+    translator.translate(["Ein Hund läuft."])                  # ['A dog runs.']
+    translator.translate_nbest(["Ein Hund läuft."], nbest=2)   # [[Translation('A dog runs.', -0.21, [...]),
+                                                               #   ...]]
+    translator.score(["Ein Hund läuft."], ["A dog runs."])     # [-0.93]
+
+A `TorchTranslator` tokenizes each source (tokens + `<eos>`; the special ids are the model
+config's; see `aiayn.inference.base`), sorts the sentences by length into batches of about
+`batch_tokens` padded source tokens (little padding, so little wasted work), decodes each
+batch with beam search (Sec. 6.1) or greedy search (beam 1), puts the outputs back in input
+order and detokenizes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from aiayn.data.tokenizer import TokenizerPair
+from aiayn.decoding.beam_search import beam_search
+from aiayn.decoding.common import Hypothesis
+from aiayn.decoding.greedy import greedy_search
+from aiayn.eval_mode import eval_mode
+from aiayn.inference.base import TorchRuntime, TranslatorBase
+from aiayn.model.transformer import Transformer
+
+
+def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
+    """Group indices by length, longest first, so that each batch's padded size
+    (number of sentences x longest length) stays within `batch_tokens` (a longer sentence
+    gets a batch of its own)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and lengths[batches[-1][0]] * (len(batches[-1]) + 1) <= batch_tokens:
+            batches[-1].append(i)  # the first index of a batch is its longest sentence
+        else:
+            batches.append([i])
+    return batches
+
+
+def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> torch.Tensor:
+    """Token id lists -> (B, longest) LongTensor, right-padded with `pad_id`."""
+    out = torch.full((len(rows), max(map(len, rows))), pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out.to(device)
+
+
+class TorchTranslator(TorchRuntime, TranslatorBase):
+    """A Transformer and its tokenizers, ready to translate text (`aiayn.inference.Translator`).
+
+    Args:
+        model: a trained `Transformer` (its device is used; it is put in eval mode while
+            decoding and returned to its previous mode after, so this works mid-training).
+        tokenizers: the `TokenizerPair` the model was trained with; its special ids must be
+            the model config's.
+        directory: the model directory it came from, if any.
+    """
+
+    def __init__(self, model: Transformer, tokenizers: TokenizerPair, directory: Path | None = None) -> None:
+        self._hold(model, Transformer, "translation needs an encoder-decoder Transformer")
+        super().__init__(model.config, tokenizers, directory)
+
+    def _search(
+        self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
+        batch_tokens: int, exact_scores: bool,
+    ) -> list[list[Hypothesis]]:
+        eos_id, pad_id = self.config.eos_id, self.config.pad_id
+        with_eos = [[*ids, eos_id] for ids in sources]
+        results: list[list[Hypothesis]] = [[] for _ in sources]
+        for batch in length_batches([len(s) for s in with_eos], batch_tokens):
+            src = pad_batch([with_eos[j] for j in batch], pad_id, self.device)  # (B, S)
+            if beam == 1:  # greedy: the length penalty does not change an arg-max path
+                greedy = greedy_search(self.model, src, max_len_extra)
+                nbests = [[Hypothesis(t, s)] for t, s in zip(greedy.tokens, greedy.scores, strict=True)]
+            else:
+                nbests = beam_search(self.model, src, beam, alpha, max_len_extra, nbest)
+            for j, hyps in zip(batch, nbests, strict=True):
+                results[j] = hyps
+        return results
+
+    def _score_ids(
+        self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
+    ) -> list[float]:
+        bos_id, eos_id, pad_id = self.config.bos_id, self.config.eos_id, self.config.pad_id
+        src_ids = [[*ids, eos_id] for ids in sources]
+        lengths = [max(len(s), len(t) + 1) for s, t in zip(src_ids, targets, strict=True)]
+        scores = [0.0] * len(sources)
+        with eval_mode(self.model):
+            for batch in length_batches(lengths, batch_tokens):
+                src = pad_batch([src_ids[i] for i in batch], pad_id, self.device)  # (B, S)
+                tgt_in = pad_batch([[bos_id, *targets[i]] for i in batch], pad_id, self.device)  # (B, T)
+                labels = pad_batch([[*targets[i], eos_id] for i in batch], pad_id, self.device)  # (B, T)
+                logp = F.log_softmax(self.model(src, tgt_in).float(), dim=-1)  # (B, T, V)
+                token_logp = logp.gather(2, labels[:, :, None]).squeeze(2)  # (B, T)
+                sums = token_logp.masked_fill(labels == pad_id, 0.0).sum(dim=1)  # (B,)
+                for i, value in zip(batch, sums.tolist(), strict=True):
+                    scores[i] = value
+        return scores
