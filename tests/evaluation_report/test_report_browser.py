@@ -13,11 +13,11 @@ import json
 import numpy as np
 import pytest
 
+import aiayn
 from aiayn.cli.main import main
 from aiayn.evaluation.report import build_report, decode_attention
 from aiayn.evaluation.report_flags import FLAGS
 from aiayn.evaluation.report_page import write_report
-from aiayn.translator import Translator
 from browser_setup import headless_chromium
 
 from .conftest import NO_ATTENTION, OMITTED, fabricated, planted
@@ -224,7 +224,7 @@ def test_dates_model_report(browser, dates_run, tmp_path):
     assert values == sorted(values)
 
     show_sentence(page, 0, "shown")
-    translator = Translator.load(dates_run, "cpu")
+    translator = aiayn.load(dates_run, "cpu", task="translation")
     config = translator.model.config
     src_ids = [*translator.tokenizers.source.encode(sources[0]), config.eos_id]
     tgt_ids = [config.bos_id, *translator.tokenizers.target.encode(data["sentences"][0]["hypothesis"])]

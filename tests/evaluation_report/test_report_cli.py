@@ -8,9 +8,9 @@ import json
 import numpy as np
 import pytest
 
+import aiayn
 from aiayn.cli.main import main
 from aiayn.evaluation.report import decode_attention
-from aiayn.translator import Translator
 
 SOURCES = ["ein hund läuft", "zwei katzen", "ein ☃ hund"]
 REFERENCES = ["a dog runs", "two cats", "a dog"]
@@ -64,7 +64,7 @@ def test_evaluate_writes_page_and_json_with_the_models_attention(tiny_model, fil
     assert [s["reference"] for s in data["sentences"]] == REFERENCES
     assert "unknown" in data["sentences"][2]["flags"]  # '☃' is not in the character vocabulary
     # the hypotheses are the model's beam output, and the attention is its own on them
-    translator = Translator.load(tiny_model, "cpu")
+    translator = aiayn.load(tiny_model, "cpu", task="translation")
     assert [s["hypothesis"] for s in data["sentences"]] == translator.translate(
         SOURCES, beam=2, max_len_extra=5
     )
