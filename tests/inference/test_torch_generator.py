@@ -10,7 +10,7 @@ from aiayn.inference import Generator, TorchGenerator, context_length, stream_te
 from aiayn.model import DecoderOnlyLM, ModelConfig
 
 PROMPT = [5, 9, 4]
-CHARS = Tokenizer.train_char(["abcdefghij klmnop"])  # 4 specials + 17 characters: fits 30 ids
+CHARS = Tokenizer.train("char", ["abcdefghij klmnop"])  # 4 specials + 17 characters: fits 30 ids
 
 
 def generate_stream(model: DecoderOnlyLM, prompt_ids, *args, **kwargs):
