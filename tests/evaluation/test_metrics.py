@@ -7,8 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from aiayn.evaluation import corpus_bleu, corpus_chrf, lm_perplexity, perplexity_from_nll
-
-from .helpers import tiny_lm
+from decoding.helpers import tiny_lm
 
 TEXT = ["The cat sat on the mat.", "A dog runs across the street!"]
 

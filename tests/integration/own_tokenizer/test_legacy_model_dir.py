@@ -11,7 +11,7 @@ import pytest
 import aiayn
 from aiayn.cli.main import main
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "legacy_dates"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "legacy_dates"
 
 
 @pytest.fixture(scope="module")

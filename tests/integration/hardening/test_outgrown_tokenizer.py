@@ -21,7 +21,7 @@ from aiayn.decoding.sampling import Sampling, sample_stream
 from aiayn.errors import DataError
 from aiayn.model import DecoderOnlyLM, ModelConfig
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "legacy_dates"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "legacy_dates"
 EXTRA = "<|extra|>"
 
 

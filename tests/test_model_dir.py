@@ -12,8 +12,7 @@ from safetensors.torch import load_file, save_file
 import aiayn
 from aiayn.errors import CheckpointError
 from aiayn.model import DecoderOnlyLM, EncoderOnly, Transformer
-
-from .helpers import build, pad_to_lengths, random_tokens
+from model.helpers import build, pad_to_lengths, random_tokens
 
 SRC = pad_to_lengths(random_tokens(2, 6, seed=1, vocab=19), [6, 3])  # valid in every variant
 TGT = random_tokens(2, 5, seed=2, vocab=19)

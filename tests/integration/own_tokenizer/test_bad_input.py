@@ -12,7 +12,7 @@ from aiayn.data import Tokenizer
 
 from .conftest import gpt2_layout, save
 
-FIXTURE = Path(__file__).resolve().parent.parent / "fixtures" / "legacy_dates"
+FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "legacy_dates"
 TEXT = "".join(f"line {i}: the quick brown fox jumps over the lazy dog\n" for i in range(40))
 
 

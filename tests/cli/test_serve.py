@@ -12,9 +12,8 @@ import pytest
 
 from aiayn.cli.main import main
 from aiayn.inference import load
-
-from .conftest import SOURCES
-from .helpers import ServerProcess, request
+from serve.conftest import SOURCES
+from serve.helpers import ServerProcess, request
 
 pytest.importorskip("fastapi", reason="the 'serve' extra is not installed (pip install -e '.[serve]')")
 

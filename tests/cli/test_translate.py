@@ -6,8 +6,7 @@ import json
 import pytest
 
 from aiayn.cli.main import main
-
-from .conftest import SOURCES, TARGETS
+from decoding.conftest import SOURCES, TARGETS
 
 FAST = ["--beam", "2", "--max-len", "3", "--device", "cpu"]
 

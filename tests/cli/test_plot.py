@@ -12,8 +12,7 @@ from aiayn.errors import ConfigError
 from aiayn.plots.positional import default_dimensions, positional_figure
 from aiayn.plots.schedule import schedule_configs, schedule_figure
 from aiayn.training.schedule import noam_lr
-
-from .helpers import assert_png_not_blank, assert_svg_has_content
+from plots.helpers import assert_png_not_blank, assert_svg_has_content
 
 
 def test_positional_png_and_svg(tmp_path):
