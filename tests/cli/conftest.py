@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from decoding.conftest import model_dir  # noqa: F401 (a fixture: a tiny translation model directory)
-from serve.conftest import translation_dir  # noqa: F401 (a fixture: the service's translation model)
+from serve.conftest import lm_dir, translation_dir  # noqa: F401 (fixtures: the service's two models)
 
 
 @pytest.fixture(autouse=True)
