@@ -69,10 +69,11 @@ def screenshot(page_path: Path, png: Path) -> None:
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path="/usr/bin/chromium")
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page = browser.new_page(viewport={"width": 1400, "height": 1500})
         page.goto(page_path.resolve().as_uri())
         page.click("#sentences-body tr[data-id='0']")
         page.wait_for_selector("#attention-card[data-state='shown']")
+        page.evaluate("window.scrollTo(0, 0)")  # the summary, the plots and the first sentences
         page.screenshot(path=str(png), full_page=False)
         browser.close()
 
@@ -103,7 +104,7 @@ def main() -> None:
         run([*AIAYN, *common, "--model", str(options.compare), "--output", str(work / "other.hyp")])
         _, compared = run([*AIAYN, *common, "--model", str(options.model), "--report", str(work / "cmp.html"),
                            "--compare-hyp", str(work / "other.hyp")])
-        ours = json.loads((work / "cmp.json").read_text(encoding="utf-8"))["comparison"]
+        ours = json.loads((work / "cmp.json").read_text(encoding="utf-8"))["compare"]
         theirs = sacrebleu_p_values(reference, work / "other.hyp", work / "model.hyp")
         if options.screenshot:
             screenshot(page, options.screenshot)

@@ -15,8 +15,7 @@ import pytest
 from aiayn.cli.main import main
 from aiayn.inference import load
 from browser_setup import headless_chromium
-
-from .conftest import SOURCES, TARGETS, reference_maps
+from plots.conftest import SOURCES, TARGETS, reference_maps
 
 pytestmark = pytest.mark.browser
 

@@ -12,8 +12,7 @@ from aiayn.cli.main import main
 from aiayn.explorer import explorer_page
 from aiayn.inference import load
 from aiayn.plots.attention_data import AttentionExample
-
-from .conftest import SOURCES, TARGETS, reference_maps
+from plots.conftest import SOURCES, TARGETS, reference_maps
 
 
 def page_data(html: str) -> dict:
