@@ -16,13 +16,14 @@ from typing import Any
 from torch import Tensor, nn
 
 from aiayn.data.batching import Batch
+from aiayn.data.pair_store import tokenizer_digest
 from aiayn.data.tokenizer import Names, TokenizerPair
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import translation_loss
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
-from aiayn.translation.data import PreparedData, prepare_data
+from aiayn.translation.data import PreparedData, prepare_data, train_sources
 from aiayn.translation.evaluate import evaluate_translation
 from aiayn.translator import DEFAULT_BATCH_TOKENS, Translator
 
@@ -83,12 +84,28 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
 
     command = "aiayn train"
     metrics = (BLEU, EXACT_MATCH)
+    uses_store = True
 
-    def prepare_data(self, data: DataConfig, tokenizer: TokenizerPair | None) -> PreparedData:
-        return prepare_data(data, tokenizer)
+    def check_config(self, config: RunConfig) -> None:
+        """`data.train`'s corpora are well formed (their files are checked when read)."""
+        if config.data.task == "files" and config.data.train is not None:
+            train_sources(config.data)
+
+    def prepare_data(
+        self,
+        data: DataConfig,
+        tokenizer: TokenizerPair | None,
+        *,
+        cache_dir: Path | None = None,
+        create: bool = True,
+    ) -> PreparedData:
+        return prepare_data(data, tokenizer, cache_dir=cache_dir, create=create)
 
     def tokenizer(self, data: PreparedData) -> TokenizerPair:
         return data.tokenizers
+
+    def tokenizer_digest(self, data: PreparedData) -> str:
+        return tokenizer_digest(data.tokenizers)
 
     def load_tokenizer(self, directory: Path, names: Names) -> TokenizerPair:
         return TokenizerPair.load(directory, names=names)
