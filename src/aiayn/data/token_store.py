@@ -11,7 +11,7 @@ own rows. A directory of the store:
     tokenizer.json | src_/tgt_tokenizer.json   the tokenizer the ids come from
     src_ids.bin, src_starts.npy, src_lengths.npy   (a translation store; `tgt_*` alike)
     corpus.npy                   which corpus of `data.train` each pair came from (uint8)
-    ids.bin                      (a language-model store: one stream)
+    train.bin, valid.bin         (a language-model store: one stream each)
 
 A store is made in a temporary directory beside its final place and renamed when complete, so
 a store that is found is whole; a store whose manifest or files do not match is refused with a
@@ -62,7 +62,7 @@ def ids_dtype(vocab_size: int) -> np.dtype:
 
 class TokenStore:
     """An opened store: `manifest` plus memory-mapped arrays (`ids[side]`, `starts[side]`,
-    `lengths[side]`, `corpus` for pairs; `stream` for a language-model store)."""
+    `lengths[side]`, `corpus` for pairs; `streams[name]` for a language-model store)."""
 
     def __init__(self, directory: Path, manifest: dict[str, Any]) -> None:
         self.directory = directory
@@ -78,7 +78,9 @@ class TokenStore:
                 self.lengths[side] = np.load(directory / f"{side}_lengths.npy", mmap_mode="r")
             self.corpus = np.load(directory / "corpus.npy", mmap_mode="r")
         else:
-            self.stream = _memmap(directory / "ids.bin", dtype)
+            self.streams = {
+                name.removesuffix(".bin"): _memmap(directory / name, dtype) for name in manifest["id_files"]
+            }
 
     @classmethod
     def open(cls, directory: str | Path, key: str | None = None) -> TokenStore:
@@ -141,10 +143,11 @@ class StoreWriter:
     reported as a one-line `DataError`.
     """
 
-    def __init__(self, final: Path, dtype: np.dtype, kind: str) -> None:
+    def __init__(self, final: Path, dtype: np.dtype, kind: str, id_files: Sequence[str] = ()) -> None:
         self.final = final
         self.dtype = dtype
         self.kind = kind
+        self.id_files = list(id_files) or [f"{side}_ids.bin" for side in SIDES]
         self.temp = final.parent / f".tmp-{final.name}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
         self._handles: dict[str, Any] = {}
         self._positions: dict[str, int] = {}
@@ -152,8 +155,7 @@ class StoreWriter:
     def __enter__(self) -> StoreWriter:
         with _disk_errors(self.final):
             self.temp.mkdir(parents=True)
-            names = [f"{side}_ids.bin" for side in SIDES] if self.kind == "pairs" else ["ids.bin"]
-            for name in names:
+            for name in self.id_files:
                 self._handles[name] = (self.temp / name).open("wb")
                 self._positions[name] = 0
         return self
@@ -201,6 +203,7 @@ class StoreWriter:
                 "version": VERSION,
                 "kind": self.kind,
                 "dtype": self.dtype.name,
+                "id_files": self.id_files,
             } | manifest
             manifest["files"] = files
             (self.temp / MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
