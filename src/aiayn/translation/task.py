@@ -132,12 +132,13 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
         self, best: nn.Module, config: RunConfig, data: PreparedData, state: TrainState
     ) -> dict[str, Any]:
         """The best model on the test split (beam search): scores and a few examples."""
-        if not data.test_pairs:
+        pairs = data.test_pairs[: config.train.test_max_sentences]
+        if not pairs:  # no test split, or train.test_max_sentences: 0
             return {}
         metrics = translation_metrics(
             best,
             data.tokenizers,
-            data.test_pairs[: config.train.test_max_sentences],
+            pairs,
             beam=config.train.test_beam,
             alpha=config.train.test_alpha,
         )
