@@ -39,3 +39,15 @@ def test_bad_text_is_refused_naming_the_line(tmp_path):
     with pytest.raises(DataError, match="the text file is empty"):
         prepare_lm_data(DataConfig(task="text", text_file=str(path), tokenizer="char"), cache_dir=tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["bad.txt"]  # nothing half-written
+
+
+def test_aiayn_prepare_makes_the_language_model_store(tmp_path, capsys):
+    import yaml
+
+    from aiayn.cli.main import main
+
+    (tmp_path / "text.txt").write_text("abc def\n" * 200, encoding="utf-8")
+    config = {"data": {"task": "text", "text_file": str(tmp_path / "text.txt"), "tokenizer": "char"}}
+    (tmp_path / "lm.yaml").write_text(yaml.safe_dump(config))
+    assert main(["prepare", str(tmp_path / "lm.yaml"), "--set", f"data.cache_dir={tmp_path / 'cache'}"]) == 0
+    assert '"train": 1441' in capsys.readouterr().out  # <bos> + 90% of 1600 characters

@@ -48,9 +48,9 @@ def run(args: argparse.Namespace) -> int:
 
         store = prepare_data(config.data, cache_dir=cache).store
     elif kind == "lm":
-        from aiayn.lm.run import prepare_lm_store
+        from aiayn.lm.run import prepare_lm_data
 
-        store = prepare_lm_store(config.data, None, cache)[0]
+        store = prepare_lm_data(config.data, cache_dir=cache).store
     else:
         raise ConfigError(f"data.task {config.data.task!r} ({kind}) has no token store to prepare")
     manifest = store.manifest

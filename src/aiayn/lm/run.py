@@ -22,7 +22,7 @@ from torch import nn
 
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.sources import digest
-from aiayn.data.token_store import cache_dir_for
+from aiayn.data.token_store import TokenStore, cache_dir_for
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import ConfigError
@@ -49,6 +49,7 @@ class LMData:
     train: TokenWindows
     valid: TokenWindows | None
     text_path: Path
+    store: TokenStore | None = None
 
 
 def check_lm_config(data: DataConfig) -> None:
@@ -91,7 +92,7 @@ def prepare_lm_data(
         f"{len(valid.stream) - 1:,}" if valid else 0,
         tokenizer.vocab_size,
     )
-    return LMData(tokenizer, train, valid, path)
+    return LMData(tokenizer, train, valid, path, store)
 
 
 def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfig:
