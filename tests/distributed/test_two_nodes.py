@@ -69,3 +69,20 @@ def test_two_nodes_with_their_own_caches_train_like_one_process(tmp_path):
     assert max(float((two[k] - first[k]).abs().max()) for k in one) > 1e-3  # the weights did move
     log = (runs[0] / "train.log").read_text()
     assert "effective batch: 2 process(es) x 1 micro-batch(es)" in log
+
+
+def test_a_failed_preparation_stops_every_rank_with_its_error(tmp_path):
+    """Local rank 0 cannot prepare the store (misaligned files): the other rank stops with the
+    same error instead of waiting for a store that never comes."""
+    (tmp_path / "train.src").write_text("a\nb\n")
+    (tmp_path / "train.tgt").write_text("a\n")
+    config = CONFIG | {"data": {"task": "files", "train_src": "train.src", "train_tgt": "train.tgt"}}
+    (tmp_path / "bad.yaml").write_text(yaml.safe_dump(config))
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2", "--master_addr=127.0.0.1",
+        f"--master_port={free_port()}", "-m", "aiayn", "train", "bad.yaml", "--out", "run",
+    ]  # fmt: skip
+    env = clean_env(AIAYN_CACHE=str(tmp_path / "cache"))
+    result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert result.returncode != 0
+    assert result.stderr.count("parallel files differ in length") == 2  # both ranks, one line each
