@@ -268,3 +268,26 @@ def test_bad_training_files_are_one_line_errors_and_leave_no_store(tmp_path, con
         prepare_data(
             DataConfig(task="files", train_src=str(tmp_path / "nope"), train_tgt=str(tmp_path / "nope"))
         )
+
+
+def test_a_killed_preparations_leftovers_are_never_used_and_are_removed(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    src, tgt = write_pairs(tmp_path, "train", sentences(30))
+    config = DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
+    )
+    cache = tmp_path / "cache"
+    stale = cache / f".tmp-{'0' * 32}-{int(dead.stdout)}-abcd1234"
+    stale.mkdir(parents=True)
+    (stale / "HOST").write_text(socket.gethostname())
+    (stale / "manifest.json").write_text("{}")
+    alive = cache / f".tmp-{'1' * 32}-{__import__('os').getpid()}-abcd1234"  # a preparation under way
+    alive.mkdir()
+    (alive / "HOST").write_text(socket.gethostname())
+    data = prepare_data(config, cache_dir=cache)
+    assert not stale.exists() and alive.exists()
+    assert sorted(p.name for p in cache.iterdir()) == sorted([alive.name, data.store.directory.name])

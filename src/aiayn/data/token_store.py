@@ -14,9 +14,10 @@ own rows. A directory of the store:
     train.bin, valid.bin         (a language-model store: one stream each)
 
 A store is made in a temporary directory beside its final place and renamed when complete, so
-a store that is found is whole; a store whose manifest or files do not match is refused with a
-`DataError` naming it (delete the directory to prepare it again). `StoreWriter` writes one,
-`TokenStore.open` reads one.
+a store that is found is whole (the temporary directory of a killed preparation is never used,
+and the next preparation on the same machine deletes it); a store whose manifest or files do
+not match is refused with a `DataError` naming it (delete the directory to prepare it again).
+`StoreWriter` writes one, `TokenStore.open` reads one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import json
 import logging
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -43,6 +45,7 @@ VERSION = 1
 MANIFEST = "manifest.json"
 SIDES = ("src", "tgt")
 CACHE_ENV = "AIAYN_CACHE"
+HOST_FILE = "HOST"  # in a store being written: the machine writing it
 
 
 def cache_dir_for(setting: str | None, run_dir: Path | None = None) -> Path:
@@ -153,8 +156,10 @@ class StoreWriter:
         self._positions: dict[str, int] = {}
 
     def __enter__(self) -> StoreWriter:
+        remove_stale_temporaries(self.final.parent)
         with _disk_errors(self.final):
             self.temp.mkdir(parents=True)
+            (self.temp / HOST_FILE).write_text(socket.gethostname())
             for name in self.id_files:
                 self._handles[name] = (self.temp / name).open("wb")
                 self._positions[name] = 0
@@ -197,6 +202,7 @@ class StoreWriter:
                 handle.flush()
                 os.fsync(handle.fileno())
                 handle.close()
+            (self.temp / HOST_FILE).unlink()
             files = {p.name: p.stat().st_size for p in sorted(self.temp.iterdir())}
             manifest = {
                 "format": FORMAT,
@@ -214,6 +220,29 @@ class StoreWriter:
                     raise
                 log.info("token store %s was finished by another process; using it", self.final)
         return self.final
+
+
+def remove_stale_temporaries(cache_dir: Path) -> list[Path]:
+    """Delete the temporary directories that killed preparations left in `cache_dir` (those of
+    this machine whose process is gone; they are never used as stores either way)."""
+    removed = []
+    host = socket.gethostname()
+    for path in cache_dir.glob(".tmp-*") if cache_dir.is_dir() else []:
+        parts = path.name.rsplit("-", 2)
+        try:
+            same_host = (path / HOST_FILE).read_text() == host
+        except OSError:
+            continue
+        if len(parts) != 3 or not parts[1].isdigit() or not same_host:
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+        except OSError:
+            continue
+    return removed
 
 
 @contextlib.contextmanager
