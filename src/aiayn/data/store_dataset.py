@@ -38,8 +38,8 @@ class StoreDataset(BatchedDataset[Batch]):
         self.store = store
         self.specials = specials
         self.weights = list(weights) if weights is not None else None
-        self.src_lengths = np.asarray(store.lengths["src"], dtype=np.int64)
-        self.tgt_lengths = np.asarray(store.lengths["tgt"], dtype=np.int64)
+        self.src_lengths = store.lengths["src"]  # memory-mapped int32: shared, not copied
+        self.tgt_lengths = store.lengths["tgt"]
 
     def __len__(self) -> int:
         return len(self.src_lengths)
