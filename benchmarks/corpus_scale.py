@@ -39,6 +39,7 @@ import math
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import sys
 import tarfile
@@ -253,6 +254,12 @@ def first_step(
     }
 
 
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 def store_size(cache: Path) -> int:
     return sum(p.stat().st_size for p in cache.rglob("*") if p.is_file())
 
@@ -306,7 +313,7 @@ def measure(pairs: int, options: argparse.Namespace) -> dict:
         else:
             launcher = [
                 sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={processes}",
-                "--master_addr=127.0.0.1", f"--master_port={29500 + pairs % 1000}", "-m", "aiayn",
+                "--master_addr=127.0.0.1", f"--master_port={free_port()}", "-m", "aiayn",
             ]  # fmt: skip
         command = [
             *launcher,
