@@ -32,6 +32,7 @@ FROM_TOKENIZER = {"src_vocab_size", "tgt_vocab_size", *TOKENIZER_IDS}  # never i
 FREE_TEXT = {
     ("data", "src_lang"): "a language code",
     ("data", "tgt_lang"): "a language code",
+    ("data", "cache_dir"): "a directory",
     ("data", "tokenizer"): "a kind, a tokenizer.json path or a Hub name (checked when it is made)",
     ("train", "device"): "'auto', 'cpu', 'cuda:1'... (checked by torch when it is resolved)",
     ("train", "validation_metric"): "the task's metrics (checked against the task)",

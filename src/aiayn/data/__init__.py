@@ -1,9 +1,18 @@
-"""Data: tokenizers, corpora (Multi30k, synthetic tasks) and token-budget batching.
+"""Data: tokenizers, corpora (Multi30k, synthetic tasks, files, Hugging Face datasets), token
+stores (a corpus encoded once, memory-mapped) and token-budget batching.
 
 This package knows nothing of the model or of training.
 """
 
-from aiayn.data.batching import Batch, BatchedDataset, ParallelDataset, make_batch, shard, token_batches
+from aiayn.data.batching import (
+    Batch,
+    BatchedDataset,
+    ParallelDataset,
+    make_batch,
+    plan_token_batches,
+    shard,
+    token_batches,
+)
 from aiayn.data.corpus import FilterStats, filter_pairs, read_lines, read_parallel
 from aiayn.data.multi30k import MULTI30K_URL, SPLITS, load_multi30k, multi30k_files
 from aiayn.data.paths import data_root
@@ -16,7 +25,9 @@ from aiayn.data.special_tokens import (  # the *_ID constants: the layout of tra
     UNK_ID,
     SpecialTokens,
 )
+from aiayn.data.store_dataset import StoreDataset
 from aiayn.data.synthetic import TASKS, format_date, make_task
+from aiayn.data.token_store import TokenStore
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.data.tokenizer_training import TOKENIZER_KINDS
 
@@ -36,6 +47,8 @@ __all__ = [
     "FilterStats",
     "ParallelDataset",
     "SpecialTokens",
+    "StoreDataset",
+    "TokenStore",
     "Tokenizer",
     "TokenizerPair",
     "data_root",
@@ -45,6 +58,7 @@ __all__ = [
     "make_batch",
     "make_task",
     "multi30k_files",
+    "plan_token_batches",
     "read_lines",
     "read_parallel",
     "shard",

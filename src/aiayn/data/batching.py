@@ -15,6 +15,7 @@ size, ``batch_size * max(longest source, longest target)`` in positions, stays w
 ``max_tokens``; the paper used about 25,000 source and 25,000 target tokens per batch.
 """
 
+import array
 import logging
 import random
 from abc import ABC, abstractmethod
@@ -22,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
+import numpy as np
 import torch
 
 from aiayn.data.special_tokens import SpecialTokens
@@ -122,34 +124,72 @@ def token_batches(
     With ``shuffle``, the indices are shuffled, cut into pools of ``pool_size``, sorted by length
     within each pool, cut into batches, and the batches are shuffled; the result depends only on
     ``(seed, epoch)``. Without ``shuffle`` (evaluation), all examples are sorted by length and
-    the batches come shortest first.
+    the batches come shortest first. :func:`plan_token_batches` is the same plan as arrays.
+    """
+    plan = plan_token_batches(
+        np.asarray(src_lengths, dtype=np.int64),
+        np.asarray(tgt_lengths, dtype=np.int64),
+        max_tokens,
+        shuffle=shuffle,
+        seed=seed,
+        epoch=epoch,
+        pool_size=pool_size,
+    )
+    return [batch.tolist() for batch in plan]
+
+
+def _shuffled_range(count: int, rng: random.Random) -> np.ndarray:
+    """``list(range(count))`` after ``rng.shuffle``, the very same permutation (CPython's
+    Fisher-Yates), held as 8 bytes per index rather than a list of Python ints."""
+    order = array.array("q", range(count))
+    randbelow = rng._randbelow  # what random.shuffle draws from
+    for i in reversed(range(1, count)):
+        j = randbelow(i + 1)
+        order[i], order[j] = order[j], order[i]
+    return np.frombuffer(order, dtype=np.int64)
+
+
+def plan_token_batches(
+    src_lengths: np.ndarray,
+    tgt_lengths: np.ndarray,
+    max_tokens: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    epoch: int = 0,
+    pool_size: int = DEFAULT_POOL_SIZE,
+) -> list[np.ndarray]:
+    """:func:`token_batches` from length arrays, each batch an int64 array of indices.
+
+    Only the lengths are read (a few bytes per example), so a corpus of millions of pairs is
+    planned without its sentences; the plan is the one the list-based planner made for the
+    same ``(seed, epoch)`` (same random stream, stable sort by length), so results recorded
+    with it stand.
     """
     if len(src_lengths) != len(tgt_lengths):
         raise ValueError(f"{len(src_lengths)} source lengths but {len(tgt_lengths)} target lengths")
     if max_tokens < 1 or pool_size < 1:
         raise ConfigError(f"max_tokens and pool_size must be >= 1, got {max_tokens}, {pool_size}")
-    size = [max(s, t) + 1 for s, t in zip(src_lengths, tgt_lengths, strict=True)]
-    order = list(range(len(size)))
+    size = np.maximum(np.asarray(src_lengths, dtype=np.int64), np.asarray(tgt_lengths, dtype=np.int64)) + 1
     rng = random.Random(f"aiayn-batches-{seed}-{epoch}")
     if shuffle:
-        rng.shuffle(order)
+        order = _shuffled_range(len(size), rng)
     else:
+        order = np.arange(len(size), dtype=np.int64)
         pool_size = max(len(order), 1)
-    batches: list[list[int]] = []
-    oversized = 0
+    batches: list[np.ndarray] = []
     for start in range(0, len(order), pool_size):
-        pool = sorted(order[start : start + pool_size], key=lambda i: size[i])
-        batch: list[int] = []
-        longest = 0
-        for i in pool:
-            if batch and (len(batch) + 1) * max(longest, size[i]) > max_tokens:
-                batches.append(batch)
-                batch, longest = [], 0
-            batch.append(i)
-            longest = max(longest, size[i])
-            oversized += size[i] > max_tokens
-        if batch:
-            batches.append(batch)
+        pool = order[start : start + pool_size]
+        pool = pool[np.argsort(size[pool], kind="stable")]
+        pool_sizes = size[pool].tolist()
+        first, count = 0, 0
+        for position, positions in enumerate(pool_sizes):  # sorted: the newest is the longest
+            if count and (count + 1) * positions > max_tokens:
+                batches.append(pool[first:position])
+                first, count = position, 0
+            count += 1
+        if count:
+            batches.append(pool[first:])
+    oversized = int((size > max_tokens).sum())
     if oversized:
         log.warning(
             "%d example(s) longer than max_tokens=%d positions each form a batch of their own",
@@ -262,9 +302,12 @@ class ParallelDataset(BatchedDataset[Batch]):
 
     def batch_plan(self, max_tokens: int, shuffle: bool, seed: int, epoch: int) -> list[list[int]]:
         """Length-homogeneous batches of pairs (see :func:`token_batches`)."""
-        src_lengths = [len(s) for s in self.src_ids]
-        tgt_lengths = [len(t) for t in self.tgt_ids]
-        return token_batches(src_lengths, tgt_lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch)
+        src_lengths = np.fromiter(map(len, self.src_ids), dtype=np.int64, count=len(self.src_ids))
+        tgt_lengths = np.fromiter(map(len, self.tgt_ids), dtype=np.int64, count=len(self.tgt_ids))
+        plan = plan_token_batches(
+            src_lengths, tgt_lengths, max_tokens, shuffle=shuffle, seed=seed, epoch=epoch
+        )
+        return [batch.tolist() for batch in plan]
 
     def collate(self, indices: list[int]) -> Batch:
         src, tgt = [self.src_ids[i] for i in indices], [self.tgt_ids[i] for i in indices]

@@ -7,11 +7,12 @@ which would also split on form feeds or U+2028 and break the alignment of parall
 """
 
 import gzip
+import itertools
 import zlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 from aiayn.errors import DataError
 
@@ -130,3 +131,80 @@ def filter_pairs(
     if not kept:
         raise DataError(f"no usable sentence pairs in {origin}: {stats.describe()}")
     return kept, stats
+
+
+# ---------------------------------------------------------------------- streaming
+READ_CHUNK = 1 << 20  # bytes read at a time when streaming a corpus file
+
+
+def open_binary(path: str | Path) -> IO[bytes]:
+    """`path` opened for reading bytes, decompressed on the fly when it is gzip; a missing or
+    unreadable file -> :class:`DataError` naming it."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"corpus file not found: {path}")
+    try:
+        handle = path.open("rb")
+        if path.suffix == ".gz" or handle.read(2) == GZIP_MAGIC:
+            handle.close()
+            return gzip.open(path, "rb")
+        handle.seek(0)
+        return handle
+    except OSError as err:
+        raise DataError(f"cannot read corpus file {path}: {err}") from err
+
+
+def iter_lines(path: str | Path) -> Iterator[str]:
+    """The lines of `path` one at a time, as :func:`read_lines` reads them (only ``\\n`` ends a
+    line, a ``\\r`` before it is dropped, a leading byte order mark too), without holding the
+    file in memory. Invalid UTF-8 -> :class:`DataError` naming the file and the line."""
+    with open_binary(path) as handle:
+        try:
+            for number, raw in enumerate(handle, start=1):
+                line = raw.removesuffix(b"\n").removesuffix(b"\r")
+                try:
+                    text = line.decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise DataError(f"{path}: line {number} is not valid UTF-8 ({err.reason})") from None
+                yield text.removeprefix("\ufeff") if number == 1 else text
+        except (OSError, EOFError, zlib.error) as err:
+            raise DataError(f"cannot read corpus file {path}: {err}") from err
+
+
+def count_lines(path: str | Path) -> int:
+    """Number of lines of `path` (a last line without its newline counts), streamed."""
+    lines, last = 0, b"\n"
+    with open_binary(path) as handle:
+        try:
+            while chunk := handle.read(READ_CHUNK):
+                lines += chunk.count(b"\n")
+                last = chunk[-1:]
+        except (OSError, EOFError, zlib.error) as err:
+            raise DataError(f"cannot read corpus file {path}: {err}") from err
+    return lines + (last != b"\n")
+
+
+def count_parallel(src_path: str | Path, tgt_path: str | Path) -> int:
+    """The number of line pairs of two parallel files; different counts or none -> DataError."""
+    src, tgt = count_lines(src_path), count_lines(tgt_path)
+    if src != tgt:
+        raise DataError(
+            f"parallel files differ in length: {src_path} has {src} lines, {tgt_path} has {tgt} lines"
+        )
+    if src == 0:
+        raise DataError(f"corpus file is empty: {src_path}")
+    return src
+
+
+def iter_parallel(src_path: str | Path, tgt_path: str | Path) -> Iterator[tuple[str, str]]:
+    """Line-aligned (source, target) pairs of two files, streamed; a file that ends before the
+    other -> DataError naming both."""
+    src_lines, tgt_lines = iter_lines(src_path), iter_lines(tgt_path)
+    for number, (src, tgt) in enumerate(itertools.zip_longest(src_lines, tgt_lines), start=1):
+        if src is None or tgt is None:
+            short = src_path if src is None else tgt_path
+            raise DataError(
+                f"parallel files differ in length: {short} ends at line {number - 1}, "
+                f"{tgt_path if src is None else src_path} goes on"
+            )
+        yield src, tgt

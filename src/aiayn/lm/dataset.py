@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -97,7 +98,9 @@ class TokenWindows(BatchedDataset[LMBatch]):
     """Training or validation windows over one token stream, batched for the `Trainer`.
 
     Args:
-        stream: (N,) token ids (a list or a 1-D tensor), normally starting with `<bos>`.
+        stream: (N,) token ids (a list, a 1-D tensor or a numpy array, such as a token store's
+            memory map, which is read a batch at a time and never copied), normally starting
+            with `<bos>`.
         block_size: positions per window T.
         stride: tokens between window starts (default `block_size`: non-overlapping).
         pad_id: the tokenizer's padding id, after the end of the stream.
@@ -106,15 +109,14 @@ class TokenWindows(BatchedDataset[LMBatch]):
     def __init__(
         self, stream: Sequence[int] | Tensor, block_size: int, stride: int | None = None, *, pad_id: int
     ) -> None:
-        self.stream = torch.as_tensor(stream, dtype=torch.long).flatten()
+        if not isinstance(stream, np.ndarray):
+            stream = torch.as_tensor(stream, dtype=torch.long).flatten().numpy()
+        self.stream = stream
         self.block_size = block_size
         self.stride = block_size if stride is None else stride
         self.pad_id = pad_id
-        self.starts = torch.tensor(window_starts(self.stream.numel(), block_size, self.stride))
-        # Padded so that every window, the last (shorter) one included, has T + 1 positions.
-        need = int(self.starts[-1]) + block_size + 1 - self.stream.numel()
-        self._padded = torch.cat([self.stream, torch.full((max(need, 0),), pad_id, dtype=torch.long)])
-        self._offsets = torch.arange(block_size + 1)
+        self.starts = torch.tensor(window_starts(len(self.stream), block_size, self.stride))
+        self._offsets = np.arange(block_size + 1)
 
     def __len__(self) -> int:
         """Number of windows."""
@@ -123,7 +125,7 @@ class TokenWindows(BatchedDataset[LMBatch]):
     @property
     def num_targets(self) -> int:
         """Targets per epoch, counted with multiplicity (overlapping windows count twice)."""
-        last = self.stream.numel() - 1
+        last = len(self.stream) - 1
         return int((self.starts + self.block_size).clamp(max=last).sub(self.starts).sum())
 
     def windows_per_batch(self, max_tokens: int) -> int:
@@ -133,7 +135,10 @@ class TokenWindows(BatchedDataset[LMBatch]):
     def window_batch(self, rows: Tensor) -> LMBatch:
         """The batch of windows number `rows` ((B,) LongTensor indices into `starts`)."""
         starts = self.starts[rows]
-        chunk = self._padded[starts[:, None] + self._offsets]  # (B, T + 1)
+        positions = starts.numpy()[:, None] + self._offsets  # (B, T + 1)
+        inside = positions < len(self.stream)  # every window, the last shorter one too, has T + 1
+        ids = np.where(inside, self.stream[np.minimum(positions, len(self.stream) - 1)], self.pad_id)
+        chunk = torch.from_numpy(ids.astype(np.int64))
         inputs, labels = chunk[:, :-1], chunk[:, 1:]  # past the stream end: pad, no target
         return LMBatch(inputs, labels, int((labels != self.pad_id).sum()), starts.tolist(), self.pad_id)
 

@@ -21,11 +21,14 @@ import torch
 from torch import nn
 
 from aiayn.data.paths import resolve_data_file
+from aiayn.data.sources import digest
+from aiayn.data.token_store import TokenStore, cache_dir_for
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import ConfigError
 from aiayn.inference.torch_generator import TorchGenerator
-from aiayn.lm.dataset import LMBatch, TokenWindows, read_text, split_text, text_stream
+from aiayn.lm.dataset import LMBatch, TokenWindows
+from aiayn.lm.text_store import prepare_lm_store
 from aiayn.model import DecoderOnlyLM, ModelConfig
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import label_smoothed_nll
@@ -46,6 +49,7 @@ class LMData:
     train: TokenWindows
     valid: TokenWindows | None
     text_path: Path
+    store: TokenStore | None = None
 
 
 def check_lm_config(data: DataConfig) -> None:
@@ -61,29 +65,34 @@ def check_lm_config(data: DataConfig) -> None:
         )
 
 
-def prepare_lm_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> LMData:
-    """Read and split the text, train the tokenizer on the head or load it (unless given), cut
-    windows."""
+def prepare_lm_data(
+    data: DataConfig,
+    tokenizer: Tokenizer | None = None,
+    *,
+    cache_dir: Path | None = None,
+    create: bool = True,
+) -> LMData:
+    """The text's token store (found or prepared in `cache_dir`, default
+    `cache_dir_for(data.cache_dir)`; see `aiayn.lm.text_store`) with its tokenizer (trained on
+    the head or loaded, unless given), and windows cut from its memory-mapped streams."""
     check_lm_config(data)
     path = resolve_data_file(data.text_file, "text file")
-    head, tail = split_text(read_text(path), data.valid_fraction)
-    if tokenizer is None:
-        if is_trained_kind(data.tokenizer):
-            log.info("training a %s tokenizer on %s characters of %s", data.tokenizer, f"{len(head):,}", path)
-        tokenizer = Tokenizer.from_spec(data.tokenizer, [head], data.vocab_size, data.special_tokens)
+    cache = Path(cache_dir) if cache_dir is not None else cache_dir_for(data.cache_dir)
+    store, tokenizer = prepare_lm_store(data, tokenizer, cache, create)
     pad_id = tokenizer.specials.pad_id
-    train = TokenWindows(text_stream(tokenizer, head), data.block_size, data.stride, pad_id=pad_id)
-    valid = TokenWindows(text_stream(tokenizer, tail), data.block_size, pad_id=pad_id) if tail else None
+    train = TokenWindows(store.streams["train"], data.block_size, data.stride, pad_id=pad_id)
+    tail = store.streams["valid"]
+    valid = TokenWindows(tail, data.block_size, pad_id=pad_id) if len(tail) > 1 else None
     log.info(
         "data: %s training tokens in %s windows (block %d, stride %d), %s held-out tokens; vocabulary %d",
-        f"{train.stream.numel() - 1:,}",
+        f"{len(train.stream) - 1:,}",
         f"{len(train):,}",
         data.block_size,
         train.stride,
-        f"{valid.stream.numel() - 1:,}" if valid else 0,
+        f"{len(valid.stream) - 1:,}" if valid else 0,
         tokenizer.vocab_size,
     )
-    return LMData(tokenizer, train, valid, path)
+    return LMData(tokenizer, train, valid, path, store)
 
 
 def build_lm_model_config(config: RunConfig, tokenizer: Tokenizer) -> ModelConfig:
@@ -105,6 +114,7 @@ class LMTask(OneTokenizerTask[LMData]):
     """A text file -> `DecoderOnlyLM`; validated (and selected) by its loss."""
 
     command = "aiayn lm train"
+    uses_store = True
 
     def check_config(self, config: RunConfig) -> None:
         """`check_lm_config`, and the text file stored by its resolved path (so that a resume
@@ -112,11 +122,21 @@ class LMTask(OneTokenizerTask[LMData]):
         check_lm_config(config.data)
         config.data.text_file = str(resolve_data_file(config.data.text_file, "text file"))
 
-    def prepare_data(self, data: DataConfig, tokenizer: Tokenizer | None) -> LMData:
-        return prepare_lm_data(data, tokenizer)
+    def prepare_data(
+        self,
+        data: DataConfig,
+        tokenizer: Tokenizer | None,
+        *,
+        cache_dir: Path | None = None,
+        create: bool = True,
+    ) -> LMData:
+        return prepare_lm_data(data, tokenizer, cache_dir=cache_dir, create=create)
 
     def tokenizer(self, data: LMData) -> Tokenizer:
         return data.tokenizer
+
+    def tokenizer_digest(self, data: LMData) -> str:
+        return digest(data.tokenizer.hf.to_str())
 
     def build_model(self, config: RunConfig, data: LMData) -> DecoderOnlyLM:
         """A fresh decoder-only model for the tokenizer's vocabulary."""

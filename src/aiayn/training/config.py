@@ -96,6 +96,35 @@ class DataConfig:
         help="longest example in tokens: translation drops longer pairs, the classifier cuts longer "
         "texts (and the brackets task makes none longer); not `model.max_len`",
     )
+    train: list[dict[str, Any]] | None = setting(
+        None,
+        tasks=TRANSLATION,
+        help="task 'files': several training corpora, each {src: FILE, tgt: FILE} or a Hugging "
+        "Face dataset {hf: NAME|parquet|json|csv, ...}, with an optional sampling weight "
+        "(see aiayn.translation.data)",
+    )
+    cache_dir: str | None = setting(
+        None,
+        tasks=TRANSLATION + LM,
+        help="where token stores are kept (None: $AIAYN_CACHE, else .cache beside the run directory)",
+    )
+    tokenizer_sample: int = setting(
+        2_000_000, range=POSITIVE_INT, tasks=TRANSLATION + LM,
+        help="pairs (lines) a trained tokenizer learns from, drawn reproducibly when there are more",
+    )
+    max_length_ratio: float | None = setting(
+        9.0, range=Range(low=1), tasks=TRANSLATION,
+        help="drop training pairs whose longer side has more than this times the shorter's tokens "
+        "(Moses clean-corpus: 9; None: keep)",
+    )
+    remove_duplicates: bool = setting(
+        False, tasks=TRANSLATION, help="drop repeated training pairs (always counted)"
+    )
+    remove_test_overlap: bool = setting(
+        False,
+        tasks=TRANSLATION,
+        help="drop training pairs that are validation or test pairs (always counted)",
+    )
     text_file: str | None = setting(None, tasks=LM, help="the text a language model learns")
     block_size: int = setting(256, range=POSITIVE_INT, tasks=LM, help="tokens per training window")
     stride: int | None = setting(

@@ -23,9 +23,11 @@ What the Trainer does with it (see `aiayn.training.trainer`):
 The run skeleton (`aiayn.training.run`) wires it up for every task: `train_in_session` opens
 `distributed_session(cfg.device, cfg.dist_backend)` around the run; `run_task` writes files
 only on `dist.is_main` (run directory, tokenizer, results), gives every rank the same
-tokenizer (`broadcast_object` of rank 0's) and passes `dist=` to the `Trainer`. A task's
-data is a `BatchedDataset` (`aiayn.data.batching`), which gives every rank equally many
-batches (see `shard`).
+tokenizer (`broadcast_object` of rank 0's; for a task whose training data is a token store,
+local rank 0 of each machine prepares or finds the store, the machine's other ranks map it,
+and all ranks compare their tokenizers: `aiayn.training.run.shared_data`) and passes `dist=`
+to the `Trainer`. A task's data is a `BatchedDataset` (`aiayn.data.batching`), which gives
+every rank equally many batches (see `shard`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,9 @@ model, classifier; see `aiayn.training.task`):
 3. set the thread count, the seed and the process's memory settings (`aiayn.training.memory`);
 4. prepare the data: rank 0 trains or loads the tokenizer (`data.tokenizer`, see
    `aiayn.data.tokenizer`) and sends it to the other ranks (on
-   `--resume` every rank reads it from the run directory), and saves it at the root;
+   `--resume` every rank reads it from the run directory), and saves it at the root; a task
+   whose training data is a token store (translation, the language model) has it prepared
+   once per machine by local rank 0 and memory-mapped by every rank (`shared_data`);
 5. build the model (with `model.dropout: auto`, after timing it to choose the dropout:
    `aiayn.training.regularisation`) and train it with the `Trainer` (which writes
    checkpoints, metrics and the best model);
@@ -32,13 +34,20 @@ from typing import Any, NamedTuple
 
 import torch
 
-from aiayn.errors import AiaynError, ConfigError
+from aiayn.data.token_store import cache_dir_for
+from aiayn.errors import AiaynError, ConfigError, DataError
 from aiayn.files import atomic_write_text
 from aiayn.model_dir import load_model, meta_model
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
-from aiayn.training.distributed import DistContext, broadcast_object, distributed_session, rank_device
+from aiayn.training.distributed import (
+    DistContext,
+    all_gather_object,
+    broadcast_object,
+    distributed_session,
+    rank_device,
+)
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
 from aiayn.training.regularisation import choose_dropout, take_auto_dropout
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
@@ -97,12 +106,47 @@ def shared_data(
     task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext
 ) -> DataT:
     """The task's data, encoded alike on every rank: with the run directory's tokenizer on
-    resume, else with the tokenizer that rank 0 trains or loads and sends to the others."""
+    resume, else with the tokenizer that rank 0 trains or loads and sends to the others.
+
+    A task whose training data lives in a token store (`Task.uses_store`) is prepared instead
+    by local rank 0 of each machine into the cache directory (`data.cache_dir`, `$AIAYN_CACHE`,
+    else `.cache` beside the run directory), or found there; the other ranks wait, then open
+    the same store; every rank checks that all hold the same tokenizer.
+    """
+    if task.uses_store:
+        return _store_data(task, config, run_dir, resume, dist)
     if resume:
         return task.prepare_data(config.data, task.load_tokenizer(run_dir, config.data.special_tokens))
     data = task.prepare_data(config.data, None) if dist.is_main else None
     tokenizer = broadcast_object(task.tokenizer(data) if data is not None else None, dist)
     return data if data is not None else task.prepare_data(config.data, tokenizer)
+
+
+def _store_data(
+    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext
+) -> DataT:
+    cache = cache_dir_for(config.data.cache_dir, run_dir)
+    tokenizer = task.load_tokenizer(run_dir, config.data.special_tokens) if resume else None
+    data, failure = None, None
+    if dist.local_rank == 0:
+        try:
+            data = task.prepare_data(config.data, tokenizer, cache_dir=cache)
+        except AiaynError as error:
+            failure = error
+    failures = [f for f in all_gather_object(str(failure) if failure else None, dist) if f]
+    if failure is not None:
+        raise failure
+    if failures:  # stop with the preparing rank's error rather than wait for it forever
+        raise DataError(f"the token store could not be prepared: {failures[0]}")
+    if data is None:
+        data = task.prepare_data(config.data, tokenizer, cache_dir=cache, create=False)
+    digests = all_gather_object(task.tokenizer_digest(data), dist)
+    if len(set(digests)) > 1:
+        raise DataError(
+            "the ranks prepared different tokenizers (each machine trains its own from the same data): "
+            "give every machine the same data.tokenizer file, or one shared data.cache_dir"
+        )
+    return data
 
 
 def _train_and_report(

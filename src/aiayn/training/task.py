@@ -116,9 +116,13 @@ class Task(ABC, Generic[TokenizerT, DataT]):
             `target_<unit>` and `<unit>_per_s`.
         metrics: what `validation_metrics` reports, each with its direction;
             `train.validation_metric` names one of these or `loss`/`ppl`.
+        uses_store: the training data is a token store (`aiayn.data.token_store`): then
+            `prepare_data` also takes `cache_dir=` (where the stores are) and `create=` (False:
+            open the store, never make it), and `tokenizer_digest` identifies the tokenizer.
     """
 
     command: ClassVar[str]
+    uses_store: ClassVar[bool] = False
     target_unit: ClassVar[str] = "tokens"
     metrics: ClassVar[tuple[Metric, ...]] = ()
 
@@ -134,6 +138,10 @@ class Task(ABC, Generic[TokenizerT, DataT]):
     @abstractmethod
     def tokenizer(self, data: DataT) -> TokenizerT:
         """The tokenizer `data` was encoded with (sent from rank 0 to the others)."""
+
+    def tokenizer_digest(self, data: DataT) -> str:
+        """A hash of the tokenizer of `data`, compared across ranks (a `uses_store` task)."""
+        raise NotImplementedError
 
     @abstractmethod
     def load_tokenizer(self, directory: Path, names: Names) -> TokenizerT:

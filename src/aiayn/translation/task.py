@@ -16,6 +16,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from aiayn.data.batching import Batch
+from aiayn.data.pair_store import tokenizer_digest
 from aiayn.data.tokenizer import Names, TokenizerPair
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS
 from aiayn.inference.torch_translator import TorchTranslator
@@ -24,7 +25,7 @@ from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import translation_loss
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
-from aiayn.translation.data import PreparedData, prepare_data
+from aiayn.translation.data import PreparedData, prepare_data, train_sources
 from aiayn.translation.evaluate import evaluate_translation
 
 BLEU = Metric("bleu", higher_is_better=True)
@@ -84,12 +85,28 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
 
     command = "aiayn train"
     metrics = (BLEU, EXACT_MATCH)
+    uses_store = True
 
-    def prepare_data(self, data: DataConfig, tokenizer: TokenizerPair | None) -> PreparedData:
-        return prepare_data(data, tokenizer)
+    def check_config(self, config: RunConfig) -> None:
+        """`data.train`'s corpora are well formed (their files are checked when read)."""
+        if config.data.task == "files" and config.data.train is not None:
+            train_sources(config.data)
+
+    def prepare_data(
+        self,
+        data: DataConfig,
+        tokenizer: TokenizerPair | None,
+        *,
+        cache_dir: Path | None = None,
+        create: bool = True,
+    ) -> PreparedData:
+        return prepare_data(data, tokenizer, cache_dir=cache_dir, create=create)
 
     def tokenizer(self, data: PreparedData) -> TokenizerPair:
         return data.tokenizers
+
+    def tokenizer_digest(self, data: PreparedData) -> str:
+        return tokenizer_digest(data.tokenizers)
 
     def load_tokenizer(self, directory: Path, names: Names) -> TokenizerPair:
         return TokenizerPair.load(directory, names=names)
@@ -116,12 +133,13 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
         self, best: nn.Module, config: RunConfig, data: PreparedData, state: TrainState
     ) -> dict[str, Any]:
         """The best model on the test split (beam search): scores and a few examples."""
-        if not data.test_pairs:
+        pairs = data.test_pairs[: config.train.test_max_sentences]
+        if not pairs:  # no test split, or train.test_max_sentences: 0
             return {}
         metrics = translation_metrics(
             best,
             data.tokenizers,
-            data.test_pairs[: config.train.test_max_sentences],
+            pairs,
             beam=config.train.test_beam,
             alpha=config.train.test_alpha,
         )

@@ -1,0 +1,62 @@
+"""`aiayn prepare CONFIG [--out RUN_DIR] [--set section.key=value ...]`: prepare the token store.
+
+Does only what the first `aiayn train CONFIG` (or `aiayn lm train`) does before its first step:
+stream the training corpus, train the tokenizer on its sample, encode, filter, and write the
+token store into the cache directory (`data.cache_dir`, else `$AIAYN_CACHE`, else `.cache`
+beside the run directory: `--out`'s parent, `runs/` by default), where every later run with the
+same data and settings finds it. Prints the store's directory and its counts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from aiayn.data.token_store import cache_dir_for
+from aiayn.errors import ConfigError
+from aiayn.training.config import TASK_KINDS, load_config
+from aiayn.training.run_dir import default_run_dir
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "prepare",
+        help="prepare a config's token store (tokenizer + encoded training data) once",
+        description="Stream the training data of CONFIG, train its tokenizer and write the "
+        "memory-mapped token store that `aiayn train` / `aiayn lm train` then read.",
+    )
+    parser.add_argument("config", help="YAML config of a translation or language-model run")
+    parser.add_argument("--out", type=Path, help="the run directory it is for (its cache sits beside it)")
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help="override a config field, e.g. --set data.vocab_size=16000 (repeatable)",
+    )
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_config(args.config, args.overrides)
+    cache = cache_dir_for(config.data.cache_dir, args.out or default_run_dir(args.config))
+    kind = TASK_KINDS[config.data.task]
+    if kind == "translation":
+        from aiayn.translation.data import prepare_data
+
+        store = prepare_data(config.data, cache_dir=cache).store
+    elif kind == "lm":
+        from aiayn.lm.run import prepare_lm_data
+
+        store = prepare_lm_data(config.data, cache_dir=cache).store
+    else:
+        raise ConfigError(f"data.task {config.data.task!r} ({kind}) has no token store to prepare")
+    manifest = store.manifest
+    summary = {
+        key: manifest[key] for key in ("num_pairs", "num_tokens", "filters", "corpora") if key in manifest
+    }
+    print(f"token store: {store.directory}")
+    print(json.dumps(summary))
+    return 0
