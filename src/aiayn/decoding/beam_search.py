@@ -33,9 +33,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, never_generated, output_limits
+from aiayn.decoding.common import Hypothesis, length_penalty, never_generated, output_limits
 from aiayn.eval_mode import eval_mode
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import padding_mask_or_none
@@ -118,24 +119,22 @@ def _beam_search(
 ) -> list[list[Hypothesis]]:
     """`beam_search` for B sentences in (B, S) `src`: K beams, N best kept, L = longest limit.
 
-    Open sentences are b <= B; their beams are the b*K decoder rows. Shapes: beam_scores
-    (b, K) running log-prob sums, seqs (b, K, L) tokens so far, logp (b*K, V).
+    Open sentences are b <= B, each with w decoder rows (w = 1 at step 0, where all beams
+    would be the same `<bos>` prefix, then K). The encoder output and its cross-attention
+    keys/values stay one per sentence, shared by the sentence's rows. Shapes: beam_scores
+    (b, w) running log-prob sums, seqs (b, K, L) tokens so far, logits (b*w, V).
     """
     config, device = model.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
-    forbidden = never_generated(config.pad_id, bos_id, eos_id)
+    forbidden = list(never_generated(config.pad_id, bos_id, eos_id))
     limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
     L = int(limits.max())
     src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
-    memory = model.encode(src, src_padding_mask)  # (B, S, D)
-    rows = torch.arange(B, device=device).repeat_interleave(K)  # sentence of each of the B*K rows
-    memory = memory[rows]  # (B*K, S, D)
-    row_padding_mask = None if src_padding_mask is None else src_padding_mask[rows]  # (B*K, S)
+    memory = model.encode(src, src_padding_mask)  # (B, S, D), one per sentence for all its beams
     cache = model.new_cache()
 
     sentence = torch.arange(B, device=device)  # original index of each open sentence
-    beam_scores = torch.full((B, K), float("-inf"), device=device)
-    beam_scores[:, 0] = 0.0  # one live beam at the start; the others join at step 1
+    beam_scores = torch.zeros(B, 1, device=device)  # step 0: one row (the <bos> prefix) per sentence
     seqs = torch.full((B, K, L), config.pad_id, dtype=torch.long, device=device)
     finished = Finished(
         torch.full((B, N), float("-inf"), device=device),
@@ -143,27 +142,40 @@ def _beam_search(
         torch.zeros(B, N, dtype=torch.long, device=device),
     )
     lp_max = length_penalty(limits, alpha).to(device)  # (B,) lp(L) of each sentence
-    last = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
+    last = torch.full((B, 1), bos_id, dtype=torch.long, device=device)
     results: list[list[Hypothesis]] = [[] for _ in range(B)]
 
     for t in range(L):
-        b = sentence.numel()
-        hidden = model.decode(last, memory, row_padding_mask, cache=cache, return_hidden=True)
-        logp = log_probs(model.output_projection(hidden[:, -1]), forbidden)  # (b*K, V)
-        cand = (beam_scores.view(-1, 1) + logp).view(b, K * V)  # extension (k, w) at k*V + w
+        b, width = beam_scores.size()
+        hidden = model.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)
+        logits = model.output_projection(hidden[:, -1]).float()  # (b*w, V)
+        # 1. s_k + log p(w | beam k) = s_k - logsumexp(logits_k) + logits_k: one pass over
+        # the logits instead of a stored log-softmax.
+        cand = logits.add_(beam_scores.view(-1, 1) - logits.logsumexp(dim=-1, keepdim=True))
+        if forbidden:
+            cand[:, forbidden] = float("-inf")
+        cand = cand.view(b, width * V)  # extension (k, w) at k*V + w
         lp_now = float(length_penalty(t + 1, alpha))
 
-        # 2. <eos> extensions among the K best finish (|Y| = t + 1).
-        top_scores, top_index = cand.topk(K, dim=1)  # (b, K)
+        # One top-k of 2K: at most K extensions (one per beam) end in <eos>, so the K best
+        # that do not are among them.
+        top_scores, top_index = cand.topk(min(2 * K, width * V), dim=1)  # (b, 2K), best first
+        if top_scores.size(1) < 2 * K:  # fewer extensions than 2K (tiny vocabulary): -inf fillers
+            filler = 2 * K - top_scores.size(1)
+            top_scores = F.pad(top_scores, (0, filler), value=float("-inf"))
+            top_index = F.pad(top_index, (0, filler), value=0)
         is_eos = top_index % V == eos_id
-        if bool(is_eos.any()):
-            ended = seqs.gather(1, (top_index // V)[:, :, None].expand(-1, -1, L))  # (b, K, L)
+
+        # 2. <eos> extensions among the K best finish (|Y| = t + 1).
+        eos_in_top = is_eos[:, :K]
+        if bool(eos_in_top.any()):
+            ended = seqs.gather(1, (top_index[:, :K] // V)[:, :, None].expand(-1, -1, L))  # (b, K, L)
             ended[:, :, t] = eos_id
-            finished.merge(torch.where(is_eos, top_scores / lp_now, float("-inf")), ended, t + 1)
+            finished.merge(torch.where(eos_in_top, top_scores[:, :K] / lp_now, float("-inf")), ended, t + 1)
 
         # 3. The K best other extensions are the new open beams.
-        cand.view(b, K, V)[:, :, eos_id] = float("-inf")
-        beam_scores, index = cand.topk(K, dim=1)  # (b, K)
+        beam_scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # (b, K)
+        index = top_index.gather(1, pick)
         origin, token = index // V, index % V  # source beam and new token of each new beam
         seqs = seqs.gather(1, origin[:, :, None].expand(-1, -1, L))
         seqs[:, :, t] = token
@@ -186,16 +198,15 @@ def _beam_search(
             sentence, limits, lp_max = sentence[keep], limits[keep], lp_max[keep]
             beam_scores, seqs, origin, token = beam_scores[keep], seqs[keep], origin[keep], token[keep]
             finished.select(keep)
-            rows = (keep[:, None] * K + torch.arange(K, device=device)).flatten()  # (b'*K,)
-            memory = memory[rows]
-            row_padding_mask = None if row_padding_mask is None else row_padding_mask[rows]
+            memory = memory[keep]
+            src_padding_mask = None if src_padding_mask is None else src_padding_mask[keep]
             for layer_cache in cache.cross_attention:
-                layer_cache.reorder(rows)
+                layer_cache.reorder(keep)
         else:
             keep = torch.arange(b, device=device)
-        # Self-attention caches follow each new beam's source beam; the cross-attention
-        # keys/values are the same for all beams of a sentence and need no reordering.
-        _reorder_self_attention(cache, (keep[:, None] * K + origin).flatten())
+        # Self-attention caches follow each new beam's source row; the cross-attention
+        # keys/values are one per sentence and need no reordering.
+        _reorder_self_attention(cache, (keep[:, None] * width + origin).flatten())
         last = token.reshape(-1, 1)  # (b'*K, 1)
     return results
 

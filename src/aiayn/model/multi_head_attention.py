@@ -59,11 +59,16 @@ class MultiHeadAttention(nn.Module):
             context: the mask, causality, memory and layouts of this pass.
             cache: this layer's keys/values during incremental decoding, filled in place.
 
+        In encoder-decoder attention the query batch may be g times the memory's (B = g*b,
+        rows i*g .. i*g+g-1 belonging to memory row i, as the beams of a beam search): each
+        memory row's keys and values are then projected once and shared by its g rows.
+
         Returns:
             (B, T, D) (or packed (N, D)), like `query`. With `context.attention_maps` set, the
             (B, H, T, S) attention probabilities are appended to it.
         """
         self._check_query(query, context)
+        rows = query.size(0)
         q, k, v = self.project_heads(query, context, cache)  # (B, H, T, d_k), (B, H, S, d_k) twice
         heads, probabilities = scaled_dot_product_attention(
             q, k, v,
@@ -75,6 +80,8 @@ class MultiHeadAttention(nn.Module):
         context.record(probabilities)
         B, H, T, d_k = heads.size()
         concat = heads.transpose(1, 2).reshape(B, T, H * d_k)  # Concat(head_1..head_h): (B, T, D)
+        if B != rows and context.query_layout is None:  # beams sharing a memory: (b, g*T, D) -> (B, T, D)
+            concat = concat.view(rows, T * B // rows, H * d_k)
         if context.query_layout is not None:
             concat = context.query_layout.pack(concat)  # (B, T, D) -> (N, D)
         return self.out_proj(concat)  # W^O
@@ -95,6 +102,11 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)  # (B, H, S_cached + T, d_k)
             return q, k, v
         q_proj = padded(F.linear(query, self.in_proj.weight[:d], self.in_proj.bias[:d]), context.query_layout)
+        unpacked = context.query_layout is None and context.memory_layout is None
+        if unpacked and q_proj.size(0) != context.memory.size(0):
+            # Beam search: the g = B / b consecutive rows of each sentence share its memory, so
+            # their queries become one sentence's g*T queries over keys/values computed once.
+            q_proj = q_proj.reshape(context.memory.size(0), -1, d)  # (B, T, D) -> (b, g*T, D)
         (q,) = self.split_heads(q_proj, 1)  # (B, T, D) -> (B, H, T, d_k)
         if cache is not None and cache.key is not None:
             return q, cache.key, cache.value
