@@ -80,7 +80,7 @@ class MultiHeadAttention(nn.Module):
         context.record(probabilities)
         B, H, T, d_k = heads.size()
         concat = heads.transpose(1, 2).reshape(B, T, H * d_k)  # Concat(head_1..head_h): (B, T, D)
-        if B != rows and context.query_layout is None:  # beams sharing a memory: (b, g*T, D) -> (B, T, D)
+        if rows != B and context.query_layout is None:  # beams sharing a memory: (b, g*T, D) -> (B, T, D)
             concat = concat.view(rows, T * B // rows, H * d_k)
         if context.query_layout is not None:
             concat = context.query_layout.pack(concat)  # (B, T, D) -> (N, D)
