@@ -17,6 +17,7 @@ from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference.interface import Generator, Translator
+from aiayn.model.packed_linear import pack_for_inference
 
 TASKS = {"transformer": "translation", "decoder_only": "lm"}
 """The model types `load` opens, and the task of each."""
@@ -80,6 +81,7 @@ def _load_torch(
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model(directory, device)
+    model = pack_for_inference(model)  # a loaded model is not trained further: pre-pack its weights
     specials = SpecialTokens.of(model.config)
     if model_type == "transformer":
         from aiayn.inference.torch_translator import TorchTranslator

@@ -20,12 +20,12 @@ to (B, T) only for the score matmuls.
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.model.attention import scaled_dot_product_attention
 from aiayn.model.context import AttentionContext
 from aiayn.model.kv_cache import AttentionCache
+from aiayn.model.packed_linear import linear_rows
 from aiayn.model.packing import padded
 
 
@@ -101,7 +101,7 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, H, S_cached + T, d_k)
             return q, k, v
-        q_proj = padded(F.linear(query, self.in_proj.weight[:d], self.in_proj.bias[:d]), context.query_layout)
+        q_proj = padded(linear_rows(self.in_proj, query, 0, d), context.query_layout)  # Q W^Q
         unpacked = context.query_layout is None and context.memory_layout is None
         if unpacked and q_proj.size(0) != context.memory.size(0):
             # Beam search: the g = B / b consecutive rows of each sentence share its memory, so
@@ -110,7 +110,7 @@ class MultiHeadAttention(nn.Module):
         (q,) = self.split_heads(q_proj, 1)  # (B, T, D) -> (B, H, T, d_k)
         if cache is not None and cache.key is not None:
             return q, cache.key, cache.value
-        kv = F.linear(context.memory, self.in_proj.weight[d:], self.in_proj.bias[d:])
+        kv = linear_rows(self.in_proj, context.memory, d, 3 * d)  # K W^K, V W^V
         k, v = self.split_heads(padded(kv, context.memory_layout), 2)  # (B, S, 2D) -> 2 x (B, H, S, d_k)
         if cache is not None:
             cache.key, cache.value = k, v
