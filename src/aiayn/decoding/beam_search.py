@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.decoding.common import Hypothesis, length_penalty, never_generated, output_limits
+from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, never_generated, output_limits
 from aiayn.eval_mode import eval_mode
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import padding_mask_or_none
@@ -126,7 +126,7 @@ def _beam_search(
     """
     config, device = model.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
-    forbidden = list(never_generated(config.pad_id, bos_id, eos_id))
+    forbidden = never_generated(config.pad_id, bos_id, eos_id)
     limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
     L = int(limits.max())
     src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
@@ -148,12 +148,10 @@ def _beam_search(
     for t in range(L):
         b, width = beam_scores.size()
         hidden = model.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)
-        logits = model.output_projection(hidden[:, -1]).float()  # (b*w, V)
         # 1. s_k + log p(w | beam k): the log-softmax overwrites the logits (no second
         # (b*w, V) buffer; `logsumexp` and a subtraction measured slower, RESULTS.md).
-        cand = torch._log_softmax(logits, -1, False, out=logits).add_(beam_scores.view(-1, 1))
-        if forbidden:
-            cand[:, forbidden] = float("-inf")
+        logits = model.output_projection(hidden[:, -1])  # (b*w, V)
+        cand = log_probs(logits, forbidden, overwrite=True).add_(beam_scores.view(-1, 1))
         cand = cand.view(b, width * V)  # extension (k, w) at k*V + w
         lp_now = float(length_penalty(t + 1, alpha))
 

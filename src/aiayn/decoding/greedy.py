@@ -71,7 +71,7 @@ def greedy_search(
         for t in range(steps):
             tgt_in = out[:, t : t + 1]  # (B, 1): the last token; the cache holds the rest
             hidden = model.decode(tgt_in, memory, src_padding_mask, cache=cache, return_hidden=True)
-            logp = log_probs(model.output_projection(hidden[:, -1]), forbidden)  # (B, V)
+            logp = log_probs(model.output_projection(hidden[:, -1]), forbidden, overwrite=True)  # (B, V)
             best_logp, best = logp.max(dim=-1)  # (B,), (B,)
             active = ~finished
             out[:, t + 1] = torch.where(active, best, config.pad_id)
