@@ -30,6 +30,7 @@ best-scoring output (tests compare with exhaustive enumeration).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
@@ -37,6 +38,15 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, never_generated, output_limits
+from aiayn.decoding.controls import (
+    NO_CONTROLS,
+    Controls,
+    block_ngrams,
+    force_prefix,
+    penalize_repetitions,
+    prefix_tensor,
+    ratio_limits,
+)
 from aiayn.eval_mode import eval_mode
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import padding_mask_or_none
@@ -87,6 +97,8 @@ def beam_search(
     max_steps: int | None = None,
     bos_id: int | None = None,
     eos_id: int | None = None,
+    controls: Controls = NO_CONTROLS,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences (see the module docstring for the algorithm).
 
@@ -100,6 +112,9 @@ def beam_search(
         nbest: N <= K hypotheses returned per sentence.
         max_steps: instead, a fixed length limit for every sentence.
         bos_id, eos_id: the start and end ids (default: the model config's).
+        controls: n-gram blocking, repetition penalty, length ratio (`aiayn.decoding.controls`;
+            `sample` is greedy search's).
+        prefixes: B target prefixes (ids, may be empty), forced then continued.
 
     Returns:
         For each sentence, up to N `Hypothesis(tokens, score)`, best first; tokens exclude
@@ -110,12 +125,15 @@ def beam_search(
     bos_id = model.config.bos_id if bos_id is None else bos_id
     eos_id = model.config.eos_id if eos_id is None else eos_id
     with eval_mode(model):
-        return _beam_search(model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id)
+        return _beam_search(
+            model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id, controls, prefixes
+        )
 
 
 def _beam_search(
     model: Transformer, src: Tensor, K: int, alpha: float, max_len_extra: int, N: int,
-    max_steps: int | None, bos_id: int, eos_id: int,
+    max_steps: int | None, bos_id: int, eos_id: int, controls: Controls,
+    prefixes: Sequence[Sequence[int]] | None,
 ) -> list[list[Hypothesis]]:
     """`beam_search` for B sentences in (B, S) `src`: K beams, N best kept, L = longest limit.
 
@@ -128,6 +146,8 @@ def _beam_search(
     B, V = src.size(0), config.tgt_vocab_size
     forbidden = never_generated(config.pad_id, bos_id, eos_id)
     limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
+    limits = ratio_limits(limits, src, config.pad_id, controls.max_output_ratio)
+    prefix = prefix_tensor(prefixes, B, device)  # (B, P) or None
     L = int(limits.max())
     src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
     memory = model.encode(src, src_padding_mask)  # (B, S, D), one per sentence for all its beams
@@ -150,8 +170,13 @@ def _beam_search(
         hidden = model.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)
         # 1. s_k + log p(w | beam k): the log-softmax overwrites the logits (no second
         # (b*w, V) buffer; `logsumexp` and a subtraction measured slower, RESULTS.md).
-        logits = model.output_projection(hidden[:, -1])  # (b*w, V)
-        cand = log_probs(logits, forbidden, overwrite=True).add_(beam_scores.view(-1, 1))
+        logits = model.output_projection(hidden[:, -1]).float()  # (b*w, V)
+        history = seqs[:, :width, :t].reshape(b * width, t)  # (b*w, t) each row's tokens so far
+        penalize_repetitions(logits, history, controls.repetition_penalty)
+        logp = log_probs(logits, forbidden, overwrite=True)
+        block_ngrams(logp, history, controls.no_repeat_ngram_size)
+        force_prefix(logp, prefix, t, width)
+        cand = logp.add_(beam_scores.view(-1, 1))
         cand = cand.view(b, width * V)  # extension (k, w) at k*V + w
         lp_now = float(length_penalty(t + 1, alpha))
 
@@ -194,6 +219,7 @@ def _beam_search(
             if keep.numel() == 0:
                 break
             sentence, limits, lp_max = sentence[keep], limits[keep], lp_max[keep]
+            prefix = None if prefix is None else prefix[keep]
             beam_scores, seqs, origin, token = beam_scores[keep], seqs[keep], origin[keep], token[keep]
             finished.select(keep)
             memory = memory[keep]
