@@ -182,7 +182,7 @@ class TranslatorBase:
             if controls.max_output_ratio is not None:
                 limit = min(limit, max(1, math.ceil(controls.max_output_ratio * length)))
             if len(prefix_ids) > limit:
-                raise DataError(
+                raise ConfigError(
                     f"the prefix of line {line} has {len(prefix_ids)} tokens; its output length "
                     f"limit is {limit} tokens"
                 )
