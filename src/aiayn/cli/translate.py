@@ -30,6 +30,7 @@ from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
 from aiayn.inference import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation, load
+from aiayn.model.int8_linear import QUANTIZATIONS
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -43,6 +44,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)")
     parser.add_argument("--batch-tokens", type=bounded_int(1), default=DEFAULT_BATCH_TOKENS, metavar="N",
                         help=f"padded source tokens per batch (default {DEFAULT_BATCH_TOKENS})")
+    add_quantize_argument(parser)
+
+
+def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
+    """--quantize int8 (translate, evaluate, score, serve)."""
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, default=None,
+                        help="run the linear layers in int8 (per-channel weight and per-row activation "
+                        "scales; a CTranslate2 export: its int8 compute type)")
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -211,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
     if args.report is not None:
         return run_report(args)
-    translator = load(args.model, device_option(args.device), task="translation")
+    translator = load(args.model, device_option(args.device), task="translation", quantize=args.quantize)
     with ExitStack() as stack:
         if args.text is not None:
             lines: Iterable[str] = [args.text]

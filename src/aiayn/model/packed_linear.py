@@ -79,8 +79,8 @@ def pack_for_inference(model: nn.Module) -> nn.Module:
 
 
 def linear_rows(linear: nn.Module, x: Tensor, start: int, stop: int) -> Tensor:
-    """x W[start:stop]^T + b[start:stop] for an `nn.Linear` or a `PackedLinear`."""
-    if isinstance(linear, PackedLinear):
+    """x W[start:stop]^T + b[start:stop] for an `nn.Linear`, a `PackedLinear` or an `Int8Linear`."""
+    if hasattr(linear, "rows"):  # PackedLinear, Int8Linear: their own copies of the slice
         return linear.rows(x, start, stop)
     bias = None if linear.bias is None else linear.bias[start:stop]
     return nn.functional.linear(x, linear.weight[start:stop], bias)
