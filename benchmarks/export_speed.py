@@ -48,7 +48,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "export.json"
-ENGINES = ("aiayn_float32", "ctranslate2_float32", "ctranslate2_int8")
+ENGINES = ("aiayn_float32", "ctranslate2_float32", "aiayn_int8", "ctranslate2_int8")
 CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "f16c")
 
 
@@ -86,7 +86,8 @@ def run_worker(args: argparse.Namespace) -> None:
     if engine.startswith("aiayn"):
         from aiayn import load
 
-        translator = load(args.model, "cpu", task="translation")
+        quantize = "int8" if engine == "aiayn_int8" else None
+        translator = load(args.model, "cpu", task="translation", quantize=quantize)
         decode = translator.model.decode
 
         def counted_decode(tgt_in, *rest, **kwargs):  # counts decoder rows x steps
@@ -239,7 +240,7 @@ def main(argv: list[str] | None = None) -> dict | None:
 
     beams = [int(b) for b in args.beams.split(",")]
     settings = [("search", beam, engine) for beam in beams for engine in ENGINES
-                if beam == 4 or engine != "ctranslate2_int8"]
+                if beam == 4 or not engine.endswith("int8")]
     settings += [("equal_work", beams[0], engine) for engine in ENGINES[:2]]
     runs: dict[tuple[str, int, str], list[dict]] = {key: [] for key in settings}
     for repeat in range(args.repeats):
@@ -284,9 +285,15 @@ def main(argv: list[str] | None = None) -> dict | None:
             "same_output_as_ctranslate2_float32": round(
                 sum(a == b for a, b in zip(ours["outputs"], theirs["outputs"], strict=True)) / n, 4),
         }
-        if "ctranslate2_int8" in per_engine:
-            summary[name]["aiayn_vs_ctranslate2_int8_sent_s"] = round(
-                ours["sent_s"] / per_engine["ctranslate2_int8"]["sent_s"], 3)
+        if "aiayn_int8" in per_engine:
+            int8 = per_engine["aiayn_int8"]
+            summary[name]["aiayn_int8_vs_ctranslate2_float32_sent_s"] = round(
+                int8["sent_s"] / theirs["sent_s"], 3)
+            summary[name]["aiayn_int8_vs_ctranslate2_float32_cpu"] = round(
+                (theirs["user_s"] + theirs["sys_s"]) / (int8["user_s"] + int8["sys_s"]), 3)
+            summary[name]["aiayn_int8_bleu_minus_float32"] = round(int8["bleu"] - ours["bleu"], 2)
+            summary[name]["aiayn_int8_vs_ctranslate2_int8_sent_s"] = round(
+                int8["sent_s"] / per_engine["ctranslate2_int8"]["sent_s"], 3)
     equal = results["equal_work"][f"beam{beams[0]}"]
     ours_eq, theirs_eq = equal["aiayn_float32"], equal["ctranslate2_float32"]
     per_step_ratio = theirs_eq["user_s"] / ours_eq["user_s"]
