@@ -171,10 +171,13 @@ def _beam_search(
         # 1. s_k + log p(w | beam k): the log-softmax overwrites the logits (no second
         # (b*w, V) buffer; `logsumexp` and a subtraction measured slower, RESULTS.md).
         logits = model.output_projection(hidden[:, -1]).float()  # (b*w, V)
-        history = seqs[:, :width, :t].reshape(b * width, t)  # (b*w, t) each row's tokens so far
-        penalize_repetitions(logits, history, controls.repetition_penalty)
+        uses_history = controls.repetition_penalty != 1.0 or controls.no_repeat_ngram_size > 0
+        history = seqs[:, :width, :t].reshape(b * width, t) if uses_history else None  # (b*w, t)
+        if history is not None:
+            penalize_repetitions(logits, history, controls.repetition_penalty)
         logp = log_probs(logits, forbidden, overwrite=True)
-        block_ngrams(logp, history, controls.no_repeat_ngram_size)
+        if history is not None:
+            block_ngrams(logp, history, controls.no_repeat_ngram_size)
         force_prefix(logp, prefix, t, width)
         cand = logp.add_(beam_scores.view(-1, 1))
         cand = cand.view(b, width * V)  # extension (k, w) at k*V + w
