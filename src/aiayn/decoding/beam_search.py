@@ -43,7 +43,9 @@ from aiayn.decoding.controls import (
     Controls,
     block_ngrams,
     force_prefix,
+    forced_scores,
     penalize_repetitions,
+    prefix_step,
     prefix_tensor,
     ratio_limits,
 )
@@ -176,9 +178,11 @@ def _beam_search(
         if history is not None:
             penalize_repetitions(logits, history, controls.repetition_penalty)
         logp = log_probs(logits, forbidden, overwrite=True)
+        wanted = prefix_step(prefix, t, width)  # (b*w,) forced tokens, or None
+        before = forced_scores(logp, wanted) if history is not None else None
         if history is not None:
             block_ngrams(logp, history, controls.no_repeat_ngram_size)
-        force_prefix(logp, prefix, t, width)
+        force_prefix(logp, wanted, before)
         cand = logp.add_(beam_scores.view(-1, 1))
         cand = cand.view(b, width * V)  # extension (k, w) at k*V + w
         lp_now = float(length_penalty(t + 1, alpha))

@@ -119,16 +119,33 @@ def block_ngrams(logp: Tensor, history: Tensor, size: int) -> Tensor:
     return logp.masked_fill_(hits > 0, float("-inf"))
 
 
-def force_prefix(logp: Tensor, prefix: Tensor | None, step: int, rows_per_sentence: int) -> Tensor:
-    """Keep only the prefix token, in place, in the (b*w, V) scores of rows whose (b, P) prefix
-    goes on at `step`."""
+def prefix_step(prefix: Tensor | None, step: int, rows_per_sentence: int) -> Tensor | None:
+    """(R,) the token each decoder row must take at `step` (-1: free), from the (b, P)
+    prefixes of its sentence (R = b * rows_per_sentence); None when no prefix goes on."""
     if prefix is None or step >= prefix.size(1):
+        return None
+    wanted = prefix[:, step].repeat_interleave(rows_per_sentence)  # (R,)
+    return wanted if bool((wanted >= 0).any()) else None
+
+
+def force_prefix(logp: Tensor, wanted: Tensor | None, before: Tensor | None) -> Tensor:
+    """Keep only the wanted token (with its score `before` (R,), taken before n-gram blocking:
+    a prefix is never blocked) in the rows whose prefix goes on; in place."""
+    if wanted is None:
         return logp
-    wanted = prefix[:, step].repeat_interleave(rows_per_sentence)  # (b*w,), -1 = free
-    forced = wanted >= 0
-    keep = torch.zeros_like(logp, dtype=torch.bool)
-    keep.scatter_(1, wanted.clamp(min=0)[:, None], True)
-    return logp.masked_fill_(forced[:, None] & ~keep, float("-inf"))
+    forced = wanted >= 0  # (R,)
+    keep = torch.zeros_like(logp, dtype=torch.bool).scatter_(1, wanted.clamp(min=0)[:, None], True)
+    logp.masked_fill_(forced[:, None] & ~keep, float("-inf"))
+    if before is not None:
+        index = wanted.clamp(min=0)[:, None]  # (R, 1)
+        current = logp.gather(1, index).squeeze(1)
+        logp.scatter_(1, index, torch.where(forced, before, current)[:, None])
+    return logp
+
+
+def forced_scores(logp: Tensor, wanted: Tensor | None) -> Tensor | None:
+    """(R,) the scores of the wanted tokens (any value where free), or None."""
+    return None if wanted is None else logp.gather(1, wanted.clamp(min=0)[:, None]).squeeze(1)
 
 
 def draw(logits: Tensor, controls: Controls, generator: torch.Generator) -> Tensor:

@@ -25,7 +25,9 @@ from aiayn.decoding.controls import (
     block_ngrams,
     draw,
     force_prefix,
+    forced_scores,
     penalize_repetitions,
+    prefix_step,
     prefix_tensor,
     ratio_limits,
 )
@@ -94,8 +96,10 @@ def greedy_search(
             history = out[:, 1 : t + 1]  # (B, t) the tokens so far
             penalize_repetitions(logits, history, controls.repetition_penalty)
             logp = log_probs(logits, forbidden, overwrite=True)  # (B, V)
+            wanted = prefix_step(prefix, t, 1)  # (B,) forced tokens, or None
+            before = forced_scores(logp, wanted)
             block_ngrams(logp, history, controls.no_repeat_ngram_size)
-            force_prefix(logp, prefix, t, 1)
+            force_prefix(logp, wanted, before)
             if generator is None:
                 best_logp, best = logp.max(dim=-1)  # (B,), (B,)
             else:
