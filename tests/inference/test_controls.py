@@ -64,8 +64,9 @@ def test_no_repeated_ngram_of_the_size(runtimes, size):
 @pytest.mark.parametrize("beam", [1, 4])
 def test_repetition_penalty_same_outputs_as_ctranslate2(runtimes, beam):
     _, torch_runtime, ct2_runtime = runtimes
-    ours = torch_runtime.translate(TEXTS, beam=beam, repetition_penalty=1.2)
-    assert ours == ct2_runtime.translate(TEXTS, beam=beam, repetition_penalty=1.2)
+    for penalty in (1.2, 3.0):
+        ours = torch_runtime.translate(TEXTS, beam=beam, repetition_penalty=penalty)
+        assert ours == ct2_runtime.translate(TEXTS, beam=beam, repetition_penalty=penalty)
     assert ours != torch_runtime.translate(TEXTS, beam=beam)  # the penalty changed something
 
 
