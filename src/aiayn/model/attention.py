@@ -5,8 +5,8 @@
 Two paths give the same result: an explicit one written out as in the paper, which can
 return the attention probabilities, and a fast one through
 `torch.nn.functional.scaled_dot_product_attention` (fused kernels) used when the
-probabilities are not needed, except for the few queries of a decoding step on CPU. Masks
-follow the convention of `aiayn.model.masks` (True = may attend).
+probabilities are not needed. Masks follow the convention of `aiayn.model.masks`
+(True = may attend).
 """
 
 from __future__ import annotations
@@ -17,10 +17,6 @@ import math
 import torch
 import torch.nn.functional as F
 from torch import Tensor
-
-ONE_QUERY_MAX = 8
-"""Up to this many query positions, on CPU without autograd (decoding steps), the explicit path
-runs: two small matrix products beat the fused kernel, built for long queries (RESULTS.md)."""
 
 
 def scaled_dot_product_attention(
@@ -47,10 +43,7 @@ def scaled_dot_product_attention(
     Returns:
         (output (B, H, T, d_v), probabilities (B, H, T, S) or None).
     """
-    one_query = (  # a decoding step: one query per row (per beam for cross-attention)
-        query.size(-2) <= ONE_QUERY_MAX and query.device.type == "cpu" and not torch.is_grad_enabled()
-    )
-    if not need_weights and not one_query:
+    if not need_weights:
         dtype = query.dtype
         on_cpu_bf16 = query.device.type == "cpu" and (
             dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")
@@ -80,4 +73,4 @@ def scaled_dot_product_attention(
         # the fast path, instead of softmax's NaNs, which would spread to every later layer.
         probabilities = probabilities.masked_fill(~mask, 0.0)
     attended = F.dropout(probabilities, p=dropout) if dropout > 0 else probabilities
-    return attended @ value, probabilities if need_weights else None
+    return attended @ value, probabilities
