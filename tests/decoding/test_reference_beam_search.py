@@ -18,7 +18,8 @@ def test_random_models_same_as_reference(seed, beam, nbest, alpha):
     model = tiny_transformer(seed, vocab_size=24)
     src = source_batch([5, 1, 7, 3, 7, 2], vocab_size=24, seed=seed)  # padded rows of varied lengths
     ours = beam_search(model, src, beam, alpha, max_len_extra=4, nbest=nbest)
-    assert_same_search(ours, reference_beam_search(model, src, beam, alpha, max_len_extra=4, nbest=nbest))
+    reference = reference_beam_search(model, src, beam, alpha, max_len_extra=4, nbest=nbest)
+    assert_same_search(ours, reference, tie=1e-4)  # the perturbed models' logits are large (helpers.approx)
 
 
 def test_trained_model_same_as_reference(dates_run):
