@@ -5,8 +5,12 @@ maximum output length during inference to input length + 50, but terminate early
 possible."
 
 All B sentences and their K beams decode together: the decoder runs on B*K rows per step
-and the key/value cache is reordered to follow the beams that survive. Sentences whose
-search is over leave the batch, so the rows shrink as decoding goes on.
+(B at step 0, where every beam is the same `<bos>` prefix) and the self-attention cache is
+reordered to follow the beams that survive; the encoder output and its cross-attention
+keys/values stay one per sentence, shared by its beams. Sentences whose search is over leave
+the batch, so the rows shrink as decoding goes on. Optional controls (a forced prefix, n-gram
+blocking, a repetition penalty, a length ratio) act on each step's scores
+(`aiayn.decoding.controls`).
 
 One step, for each sentence with K open beams of t tokens (running log-prob sums s_k):
 
