@@ -1,96 +1,195 @@
 """aiayn's own decoder vs the same weights exported to CTranslate2, on Multi30k test_2016_flickr.
 
-    python benchmarks/export_speed.py --model benchmarks/runs/multi30k_de_en --threads 1
+    python benchmarks/export_speed.py --model benchmarks/runs/multi30k_de_en --threads 1 --cores 0
     # writes benchmarks/results/export.json
 
 The model (a Multi30k de->en model directory from `benchmarks/multi30k.sh`) is exported to
-CTranslate2 twice, float32 and int8 (`aiayn export ctranslate2 [--quantization int8]`). Then
-the 1,000 test sentences are translated end to end (tokenize, search, detokenize) by aiayn
-(PyTorch) and by CTranslate2 float32 and int8, each with beam 4 and beam 5, all with the same
-number of intra-op threads. The runs alternate (engine by engine, beam by beam, `--repeats`
-times) so that drifting machine load hits all alike; sentences/s is the median. Each engine
-decodes with aiayn's settings (length limit source + 50, `<pad>`/`<bos>` never generated,
-GNMT length penalty with `--alpha`; see `aiayn.inference.ctranslate2`) and is scored with sacreBLEU.
+CTranslate2 twice, float32 and int8 (`aiayn export ctranslate2 [--quantization int8]`). The
+comparison is made fair in the ways a shared machine and two OpenMP runtimes need:
 
-The machine is shared, so besides wall-clock sentences/s (the figures asked for) the process CPU
-time of each run is recorded too (`settings.cpu_seconds`): on a busy machine it says more about
-the engines than the wall clock does. Two measurements split the gap between the engines:
-forced decoding of the 1,000 references (`score`, the same matrix products in large batches, no
-search: the kernels' speed), and `--profile`, where aiayn's beam search spends its time
-(torch.profiler, one beam-4 pass over the test set).
+- every timed run is its own process (`--worker`, started by the harness), so that no two
+  OpenMP runtimes share a process and steal each other's threads; each is pinned with
+  `taskset` to the same core(s) (`--cores`) with the same number of intra-op threads;
+- both engines get the same batches in the same order: the test sentences grouped by source
+  length (CTranslate2's wrapper needs one length per call for aiayn's per-sentence limit), at
+  most `--batch-sentences` a batch, longest first, each translated with one `translate` call
+  that the engine does not split again;
+- the runs alternate (engine by engine, setting by setting, `--repeats` times, 5 by default) and
+  the medians are reported: wall time, user and system CPU time, minor page faults of the
+  timed part;
+- the work is counted: aiayn's decoder rows x steps per sentence (`row_steps_per_sentence`);
+  CTranslate2 exposes no such count, so its figure is inferred from its own per-row-step time in
+- the equal-work mode (`equal_work`): every sentence decodes exactly `--length` steps in both
+  engines (CTranslate2 `min_decoding_length = max_decoding_length = L`; aiayn with `<eos>`
+  never ending a hypothesis and the limit L), so rows x steps are the same by construction
+  and the time ratio is the per-step speed ratio, search rules aside;
+- the CPU's model, family and flags, and the backend CTranslate2 chose (`CT2_VERBOSE=1`'s log)
+  are recorded with the figures.
+
+Each engine decodes with aiayn's settings (length limit source + 50, `<pad>`/`<bos>` never
+generated, GNMT length penalty with `--alpha`; see `aiayn.inference.ctranslate2`) and is scored
+with sacreBLEU on the outputs of its last run.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
+import resource
 import shlex
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-import torch
-
-from aiayn.data.corpus import read_lines
-from aiayn.data.paths import data_root
-from aiayn.evaluation.bleu import corpus_bleu
-from aiayn.export import export_ctranslate2
-from aiayn.inference import CTranslate2Translator, TorchTranslator, load
-
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "export.json"
-BEAMS = (4, 5)
+ENGINES = ("aiayn_float32", "ctranslate2_float32", "aiayn_int8", "ctranslate2_int8")
+CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "f16c")
 
 
-def cpu_model() -> str:
-    """The CPU's marketing name from /proc/cpuinfo (else what `platform` knows)."""
+def cpu_info() -> dict:
+    """Model name, vendor, family/model numbers and the SIMD flags that pick GEMM kernels."""
+    info: dict = {"model": platform.processor() or platform.machine()}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def profile_aiayn(translator: TorchTranslator, sources: list[str], alpha: float) -> dict:
-    """Self CPU time of aiayn's beam-4 search by operator group (shares of the total)."""
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        translator.translate(sources, beam=4, alpha=alpha)
-    events = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in events)
-    groups = {
-        "matmul (linear, bmm, sdpa)": ("aten::addmm", "aten::mm", "aten::bmm", "aten::linear",
-                                       "aten::_scaled_dot_product", "aten::baddbmm", "aten::matmul"),
-        "softmax / log_softmax": ("aten::_softmax", "aten::_log_softmax", "aten::softmax",
-                                  "aten::log_softmax"),
-        "layer_norm": ("aten::native_layer_norm", "aten::layer_norm"),
-        "cache reorder and copies (index_select, cat, copy, gather)": (
-            "aten::index_select", "aten::cat", "aten::copy_", "aten::gather", "aten::index", "aten::clone",
-            "aten::contiguous", "aten::_to_copy"),
-        "beam bookkeeping (topk, where, arithmetic)": ("aten::topk", "aten::where", "aten::add", "aten::div",
-                                                       "aten::mul", "aten::remainder", "aten::floor_divide",
-                                                       "aten::full", "aten::fill_", "aten::eq", "aten::any"),
-    }
-    shares = {name: 0.0 for name in groups} | {"other": 0.0}
-    for event in events:
-        group = next((g for g, names in groups.items() if event.key.startswith(names)), "other")
-        shares[group] += event.self_cpu_time_total
-    top = sorted(events, key=lambda e: -e.self_cpu_time_total)[:12]
+        return info
+    fields = dict(
+        (key.strip(), value.strip()) for key, _, value in
+        (line.partition(":") for line in text.split("\n\n")[0].splitlines())
+    )
+    flags = set(fields.get("flags", "").split())
     return {
-        "share_of_self_cpu_time": {k: round(v / total, 3) for k, v in shares.items()},
-        "top_ops": [{"op": e.key, "calls": e.count, "self_cpu_s": round(e.self_cpu_time_total / 1e6, 3)}
-                    for e in top],
-        "total_self_cpu_s": round(total / 1e6, 2),
+        "model": fields.get("model name", info["model"]),
+        "vendor": fields.get("vendor_id"),
+        "family": fields.get("cpu family"),
+        "model_number": fields.get("model"),
+        "flags": [flag for flag in CPU_FLAGS if flag in flags],
+        "logical_cpus": os.cpu_count(),
     }
 
 
-def main(argv: list[str] | None = None) -> dict:
+# ---------------------------------------------------------------------------- worker
+def run_worker(args: argparse.Namespace) -> None:
+    """One timed run in this process: translate the batches, print one JSON line."""
+    import torch
+
+    torch.set_num_threads(args.threads)
+    batches: list[list[str]] = json.loads(Path(args.batches).read_text())
+    engine, beam = args.worker, args.beam
+    rows = [0]
+    if engine.startswith("aiayn"):
+        from aiayn import load
+
+        quantize = "int8" if engine == "aiayn_int8" else None
+        translator = load(args.model, "cpu", task="translation", quantize=quantize)
+        decode = translator.model.decode
+
+        def counted_decode(tgt_in, *rest, **kwargs):  # counts decoder rows x steps
+            rows[0] += tgt_in.size(0)
+            return decode(tgt_in, *rest, **kwargs)
+
+        translator.model.decode = counted_decode
+    else:
+        from aiayn.inference import CTranslate2Translator
+
+        compute_type = engine.split("_", 1)[1]
+        translator = CTranslate2Translator(
+            args.ct2_dir, "cpu", compute_type=compute_type, threads=args.threads
+        )
+    run = equal_work_runner(translator, engine, beam, args.length) if args.mode == "equal_work" else (
+        lambda batch: translator.translate(batch, beam=beam, alpha=args.alpha, batch_tokens=10**9)
+    )
+    for batch in batches[:3]:  # warm-up: first calls allocate and fill caches
+        run(batch[:8])
+    rows[0] = 0
+    before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
+    outputs = [line for batch in batches for line in run(batch)]
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_SELF)
+    sentences = sum(len(batch) for batch in batches)
+    print(json.dumps({
+        "wall_s": wall, "user_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime,
+        "minor_faults": after.ru_minflt - before.ru_minflt,
+        "row_steps_per_sentence": rows[0] / sentences if engine.startswith("aiayn") else None,
+        "outputs": outputs if args.mode == "search" else None,
+    }))
+
+
+def equal_work_runner(translator, engine: str, beam: int, length: int):
+    """Decode exactly `length` steps per sentence (pre-tokenized: the search alone is timed)."""
+    import torch
+
+    config = translator.config
+    if engine.startswith("aiayn"):
+        from aiayn.decoding import beam_search, greedy_search
+        from aiayn.inference.torch_translator import pad_batch
+
+        def run(batch: list[str]) -> list[str]:
+            ids = [[*row, config.eos_id] for row in translator.tokenizers.source.encode_batch(batch)]
+            src = pad_batch(ids, config.pad_id, torch.device("cpu"))
+            # eos_id=-1: no token ends a hypothesis, so every row runs `length` steps.
+            if beam == 1:
+                greedy_search(translator.model, src, max_steps=length, eos_id=-1)
+            else:
+                beam_search(translator.model, src, beam, max_steps=length, eos_id=-1)
+            return []
+
+        return run
+
+    def run_ct2(batch: list[str]) -> list[str]:
+        source = [[translator._source_tokens[i] for i in row]
+                  for row in translator.tokenizers.source.encode_batch(batch)]
+        translator.runtime.translate_batch(
+            source, beam_size=beam, num_hypotheses=1, length_penalty=0.0, max_input_length=0,
+            min_decoding_length=length, max_decoding_length=length,
+            suppress_sequences=translator._forbidden or None, end_token=[config.eos_id],
+        )
+        return []
+
+    return run_ct2
+
+
+# ---------------------------------------------------------------------------- harness
+def make_batches(model: Path, sources: list[str], per_batch: int) -> list[list[str]]:
+    """The test sentences grouped by source token count, longest first, <= per_batch a batch."""
+    from aiayn import load
+
+    counts = load(model, "cpu", task="translation").count_tokens(sources)
+    by_length: dict[int, list[str]] = {}
+    for text, count in zip(sources, counts, strict=True):
+        by_length.setdefault(count, []).append(text)
+    return [group[i : i + per_batch] for _, group in sorted(by_length.items(), reverse=True)
+            for i in range(0, len(group), per_batch)]
+
+
+def spawn(args: argparse.Namespace, engine: str, mode: str, beam: int, batches: Path, ct2: dict,
+          verbose: bool = False) -> dict:
+    """Run one worker pinned to `--cores`; its JSON result (and CTranslate2's log if verbose)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--worker", engine, "--mode", mode,
+               "--beam", str(beam), "--model", str(args.model), "--batches", str(batches),
+               "--threads", str(args.threads), "--alpha", str(args.alpha), "--length", str(args.length)]
+    if engine.startswith("ctranslate2"):
+        command += ["--ct2-dir", str(ct2[engine])]
+    env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
+    if verbose:
+        env["CT2_VERBOSE"] = "1"
+    done = subprocess.run(["taskset", "-c", args.cores, *command], env=env, capture_output=True, text=True,
+                          check=False)
+    if done.returncode != 0:
+        sys.exit(f"worker {engine} {mode} beam {beam} failed:\n{done.stderr[-3000:]}")
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    if verbose:
+        result["log"] = [line for line in done.stderr.splitlines() if "ctranslate2" in line.lower()]
+    return result
+
+
+def main(argv: list[str] | None = None) -> dict | None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -98,105 +197,140 @@ def main(argv: list[str] | None = None) -> dict:
                         help="Multi30k de->en model directory (from benchmarks/multi30k.sh)")
     parser.add_argument("--run", default=None, help="how the model was trained, for the record")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads of every engine")
-    parser.add_argument("--repeats", type=int, default=3, help="alternating timed runs per setting")
+    parser.add_argument("--cores", default="0", help="taskset core list every run is pinned to")
+    parser.add_argument("--repeats", type=int, default=5, help="alternating timed runs per setting")
     parser.add_argument("--alpha", type=float, default=0.6, help="length penalty (aiayn's GNMT formula)")
+    parser.add_argument("--beams", default="4,1", help="beam sizes of the search runs (1 = greedy)")
+    parser.add_argument("--length", type=int, default=20, help="L, the steps of the equal-work mode")
+    parser.add_argument("--batch-sentences", type=int, default=64, help="most sentences in one batch")
     parser.add_argument("--limit", type=int, default=None, help="first N test sentences only (quick check)")
     parser.add_argument("--work", type=Path, default=None, help="where the exports go (default: a temp dir)")
-    parser.add_argument("--profile", action="store_true", help="also profile aiayn's beam 4")
+    parser.add_argument("--shared", default=None, help="a note on other load on the machine, for the record")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    # worker mode (internal)
+    parser.add_argument("--worker", choices=ENGINES, help=argparse.SUPPRESS)
+    parser.add_argument("--mode", choices=("search", "equal_work"), default="search", help=argparse.SUPPRESS)
+    parser.add_argument("--beam", type=int, default=4, help=argparse.SUPPRESS)
+    parser.add_argument("--batches", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ct2-dir", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.worker:
+        run_worker(args)
+        return None
+
+    from aiayn.data.corpus import read_lines
+    from aiayn.data.paths import data_root
+    from aiayn.evaluation.bleu import corpus_bleu
+    from aiayn.export import export_ctranslate2
 
     multi30k = data_root() / "multi30k"
     src_file, ref_file = multi30k / "test_2016_flickr.de.gz", multi30k / "test_2016_flickr.en.gz"
     if not src_file.is_file() or not args.model.is_dir():
         sys.exit(f"need {src_file} and a model directory --model (now {args.model})")
     sources, references = read_lines(src_file)[: args.limit], read_lines(ref_file)[: args.limit]
-
-    torch.set_num_threads(args.threads)
     work = args.work or Path(tempfile.mkdtemp(prefix="export_speed_"))
-    engines = {("aiayn", "float32"): load(args.model, "cpu", task="translation")}
-    for compute_type, quantization in (("float32", None), ("int8", "int8")):
-        out = export_ctranslate2(args.model, work / f"ct2_{compute_type}", quantization, overwrite=True)
-        engines["ctranslate2", compute_type] = CTranslate2Translator(
-            out, "cpu", compute_type=compute_type, threads=args.threads
-        )
+    work.mkdir(parents=True, exist_ok=True)
+    ct2 = {f"ctranslate2_{kind}": export_ctranslate2(args.model, work / f"ct2_{kind}", quant, overwrite=True)
+           for kind, quant in (("float32", None), ("int8", "int8"))}
+    batches = make_batches(args.model, sources, args.batch_sentences)
+    order = {text: i for i, text in enumerate(sources)}
+    batch_file = work / "batches.json"
+    batch_file.write_text(json.dumps(batches))
+    in_batch_order = [text for batch in batches for text in batch]
 
-    timings: dict[tuple[str, str, int], list[float]] = {
-        (*key, beam): [] for key in engines for beam in BEAMS
-    }
-    cpu_times: dict[tuple[str, str, int], list[float]] = {key: [] for key in timings}
-    outputs: dict[tuple[str, str, int], list[str]] = {}
-    for engine in engines.values():  # warm-up: first calls allocate and fill caches
-        engine.translate(sources[:20], beam=4, alpha=args.alpha)
+    beams = [int(b) for b in args.beams.split(",")]
+    settings = [("search", beam, engine) for beam in beams for engine in ENGINES
+                if beam == 4 or not engine.endswith("int8")]
+    settings += [("equal_work", beams[0], engine) for engine in ENGINES[:2]]
+    runs: dict[tuple[str, int, str], list[dict]] = {key: [] for key in settings}
     for repeat in range(args.repeats):
-        for beam in BEAMS:
-            for key, engine in engines.items():
-                start, cpu_start = time.perf_counter(), time.process_time()
-                hypotheses = engine.translate(sources, beam=beam, alpha=args.alpha)
-                timings[(*key, beam)].append(time.perf_counter() - start)
-                cpu_times[(*key, beam)].append(time.process_time() - cpu_start)
-                outputs[(*key, beam)] = hypotheses
-                print(f"repeat {repeat + 1}/{args.repeats} {key[0]} {key[1]} beam {beam}: "
-                      f"{len(sources) / timings[(*key, beam)][-1]:.1f} sentences/s", flush=True)
+        for key in settings:
+            result = spawn(args, key[2], key[0], key[1], batch_file, ct2)
+            runs[key].append(result)
+            print(f"repeat {repeat + 1}/{args.repeats} {key[2]} {key[0]} beam {key[1]}: "
+                  f"wall {result['wall_s']:.2f}s user {result['user_s']:.2f}s", flush=True)
+    backend_log = spawn(args, "ctranslate2_float32", "equal_work", 1, batch_file, ct2, verbose=True)["log"]
 
-    results: dict = {}
-    for (engine_name, compute_type, beam), seconds in timings.items():
-        entry = results.setdefault(engine_name, {}).setdefault(compute_type, {})
-        hypotheses = outputs[engine_name, compute_type, beam]
-        entry[f"beam{beam}_sent_s"] = round(len(sources) / statistics.median(seconds), 2)
-        entry[f"beam{beam}_bleu"] = round(corpus_bleu(hypotheses, references).score, 2)
-        if engine_name != "aiayn":
-            ours = outputs["aiayn", "float32", beam]
-            same = sum(a == b for a, b in zip(hypotheses, ours, strict=True))
-            entry[f"beam{beam}_same_output_as_aiayn"] = round(same / len(sources), 4)
-    forced: dict[str, list[float]] = {"aiayn": [], "ctranslate2_float32": []}
-    for _ in range(args.repeats):  # forced decoding: the same matrix products, no search
-        for name, engine in (("aiayn", engines["aiayn", "float32"]),
-                             ("ctranslate2_float32", engines["ctranslate2", "float32"])):
-            cpu_start = time.process_time()
-            engine.score(sources, references)
-            forced[name].append(time.process_time() - cpu_start)
-    ratio = {
-        f"beam{beam}": round(results["aiayn"]["float32"][f"beam{beam}_sent_s"]
-                             / results["ctranslate2"]["float32"][f"beam{beam}_sent_s"], 3)
-        for beam in BEAMS
+    def median(key: tuple, field: str) -> float:
+        return statistics.median(r[field] for r in runs[key])
+
+    results: dict = {"search": {}, "equal_work": {}}
+    n = len(sources)
+    for key, found in runs.items():
+        mode, beam, engine = key
+        entry = {
+            "sent_s": round(n / median(key, "wall_s"), 2),
+            "wall_s": round(median(key, "wall_s"), 3),
+            "user_s": round(median(key, "user_s"), 3),
+            "sys_s": round(median(key, "sys_s"), 3),
+            "minor_faults": int(median(key, "minor_faults")),
+        }
+        if found[0]["row_steps_per_sentence"] is not None:
+            entry["row_steps_per_sentence"] = round(found[0]["row_steps_per_sentence"], 2)
+        if mode == "search":
+            outputs = [None] * n
+            for text, line in zip(in_batch_order, found[-1]["outputs"], strict=True):
+                outputs[order[text]] = line
+            entry["bleu"] = round(corpus_bleu(outputs, references).score, 2)
+            entry["outputs"] = outputs
+        results[mode].setdefault(f"beam{beam}", {})[engine] = entry
+
+    summary: dict = {}
+    for name, per_engine in results["search"].items():
+        ours, theirs = per_engine["aiayn_float32"], per_engine["ctranslate2_float32"]
+        summary[name] = {
+            "aiayn_vs_ctranslate2_float32_sent_s": round(ours["sent_s"] / theirs["sent_s"], 3),
+            "aiayn_vs_ctranslate2_float32_cpu": round(
+                (theirs["user_s"] + theirs["sys_s"]) / (ours["user_s"] + ours["sys_s"]), 3),
+            "same_output_as_ctranslate2_float32": round(
+                sum(a == b for a, b in zip(ours["outputs"], theirs["outputs"], strict=True)) / n, 4),
+        }
+        if "aiayn_int8" in per_engine:
+            int8 = per_engine["aiayn_int8"]
+            summary[name]["aiayn_int8_vs_ctranslate2_float32_sent_s"] = round(
+                int8["sent_s"] / theirs["sent_s"], 3)
+            summary[name]["aiayn_int8_vs_ctranslate2_float32_cpu"] = round(
+                (theirs["user_s"] + theirs["sys_s"]) / (int8["user_s"] + int8["sys_s"]), 3)
+            summary[name]["aiayn_int8_bleu_minus_float32"] = round(int8["bleu"] - ours["bleu"], 2)
+            summary[name]["aiayn_int8_vs_ctranslate2_int8_sent_s"] = round(
+                int8["sent_s"] / per_engine["ctranslate2_int8"]["sent_s"], 3)
+    equal = results["equal_work"][f"beam{beams[0]}"]
+    ours_eq, theirs_eq = equal["aiayn_float32"], equal["ctranslate2_float32"]
+    per_step_ratio = theirs_eq["user_s"] / ours_eq["user_s"]
+    summary["equal_work"] = {
+        "length": args.length,
+        "beam": beams[0],
+        "aiayn_vs_ctranslate2_float32_per_step_cpu": round(per_step_ratio, 3),
     }
-    import ctranslate2
+    for name, per_engine in results["search"].items():
+        # CTranslate2's rows x steps, inferred: its search CPU time at its equal-work cost per row-step
+        if name == f"beam{beams[0]}":
+            cost = theirs_eq["user_s"] / ours_eq["row_steps_per_sentence"]
+            per_engine["ctranslate2_float32"]["row_steps_per_sentence_inferred"] = round(
+                per_engine["ctranslate2_float32"]["user_s"] / cost, 2)
+    for per_engine in results["search"].values():
+        for entry in per_engine.values():
+            entry.pop("outputs")
 
+    import ctranslate2
+    import torch
+
+    results["summary"] = summary
     results["settings"] = {
-        "threads": args.threads,
-        "torch": torch.__version__,
-        "ctranslate2": ctranslate2.__version__,
-        "cpu_model": cpu_model(),
-        "sentences": len(sources),
-        "alpha": args.alpha,
-        "max_len_extra": 50,
-        "repeats": args.repeats,
-        "statistic": "median sentences/s over alternating repeats",
-        "model": str(args.model.resolve().relative_to(REPO) if args.model.resolve().is_relative_to(REPO)
-                     else args.model),
-        "model_run": args.run,
-        "aiayn_speed_relative_to_ctranslate2_float32": ratio,
-        "cpu_seconds": {
-            f"{engine}_{compute_type}_beam{beam}": round(statistics.median(seconds), 2)
-            for (engine, compute_type, beam), seconds in cpu_times.items()
-        },
-        "forced_decoding_cpu_seconds": {name: round(statistics.median(t), 2) for name, t in forced.items()},
-        "aiayn_cpu_speed_relative_to_ctranslate2_float32": {
-            f"beam{beam}": round(statistics.median(cpu_times["ctranslate2", "float32", beam])
-                                 / statistics.median(cpu_times["aiayn", "float32", beam]), 3)
-            for beam in BEAMS
-        },
+        "threads": args.threads, "cores": args.cores, "repeats": args.repeats, "statistic": "median",
+        "sentences": n, "batches": len(batches), "batch_sentences": args.batch_sentences,
+        "alpha": args.alpha, "max_len_extra": 50,
+        "torch": torch.__version__, "ctranslate2": ctranslate2.__version__, "cpu": cpu_info(),
+        "ctranslate2_backend_log": backend_log,
+        "model": str(args.model), "model_run": args.run, "machine_shared": args.shared,
         "command": "python benchmarks/export_speed.py "
         + shlex.join(argv if argv is not None else sys.argv[1:]),
     }
-    if args.profile:
-        results["settings"]["aiayn_beam4_profile"] = profile_aiayn(
-            engines["aiayn", "float32"], sources, args.alpha
-        )
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
-    print(json.dumps(results, indent=2))
+    tmp = args.out.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(results, indent=2) + "\n")
+    tmp.replace(args.out)
+    print(json.dumps(results["summary"], indent=2))
     return results
 
 

@@ -45,3 +45,11 @@ def test_float32_export_decodes_exactly_as_aiayn(dates_run, test_set, tmp_path):
         outputs = engine.translate_nbest(sources, 1, beam=beam, alpha=0.6)
         assert [h[0].tokens for h in outputs] == [h[0].tokens for h in expected]
         assert [h[0].score for h in outputs] == pytest.approx([h[0].score for h in expected], abs=1e-4)
+
+
+def test_aiayn_int8_keeps_exact_match(dates_run, test_set):
+    """aiayn's own int8 (`quantize="int8"`) on the trained dates model."""
+    sources, targets = test_set
+    engine = load(dates_run, "cpu", quantize="int8")
+    assert exact_match(engine.translate(sources, beam=1), targets) >= 0.99
+    assert exact_match(engine.translate(sources, beam=4), targets) >= 0.99

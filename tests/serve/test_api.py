@@ -316,7 +316,7 @@ JSON = {"content-type": "application/json"}
         (b'{"text": ["a"], "beam": 2, "nbest": 3}', 422, "nbest (3) must be <= beam (2)"),
         (b'{"text": ["a"], "alpha": NaN}', 422, "alpha"),
         (b'{"text": ["a"], "alpha": 1e999}', 422, "alpha"),
-        (b'{"text": ["a"], "temperature": 1}', 422, "temperature: Extra inputs are not permitted"),
+        (b'{"text": ["a"], "max_new_tokens": 1}', 422, "max_new_tokens: Extra inputs are not permitted"),
         (b'{"text": ["\\ud800"]}', 422, "surrogate"),
         (b'{"sentences": ["a"]}', 422, "text: Field required"),
     ],

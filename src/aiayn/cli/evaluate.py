@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         )
         device = outputs.model["device"]
     else:
-        translator = load(args.model, device_option(args.device), task="translation")
+        translator = load(args.model, device_option(args.device), task="translation", quantize=args.quantize)
         result = evaluate_translation(
             translator, sources, references, beam=args.beam, alpha=args.alpha,
             max_len_extra=args.max_len, batch_tokens=args.batch_tokens, lowercase=args.lowercase,

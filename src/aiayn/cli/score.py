@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     sources, targets = read_parallel_files(args.input, args.ref)
-    translator = load(args.model, device_option(args.device), task="translation")
+    translator = load(args.model, device_option(args.device), task="translation", quantize=args.quantize)
     scores = translator.score(sources, targets, batch_tokens=args.batch_tokens)
     print("".join(f"{score:.4f}\n" for score in scores), end="", flush=True)
     return 0

@@ -30,6 +30,7 @@ from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
 from aiayn.inference import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation, load
+from aiayn.model.int8_linear import QUANTIZATIONS
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -43,6 +44,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                         help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)")
     parser.add_argument("--batch-tokens", type=bounded_int(1), default=DEFAULT_BATCH_TOKENS, metavar="N",
                         help=f"padded source tokens per batch (default {DEFAULT_BATCH_TOKENS})")
+    add_quantize_argument(parser)
+
+
+def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
+    """--quantize int8 (translate, evaluate, score, serve)."""
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, default=None,
+                        help="run the linear layers in int8 (per-channel weight and per-row activation "
+                        "scales; a CTranslate2 export: its int8 compute type)")
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
@@ -52,6 +61,38 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help="length penalty alpha, 0..10 (default 0.6)")
     parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
                         help="output tokens allowed beyond the source length (default 50)")
+
+
+def add_control_arguments(parser: argparse.ArgumentParser) -> None:
+    """The decoding controls (`aiayn.decoding.controls`): prefix, sampling, repetition limits."""
+    group = parser.add_argument_group("decoding controls")
+    group.add_argument("--prefix", metavar="TEXT",
+                       help="target prefix of every output: forced, then continued")
+    group.add_argument("--sample", action="store_true",
+                       help="draw each token (--top-k, --top-p, --temperature) instead of searching")
+    group.add_argument("--top-k", type=bounded_int(0), default=None, metavar="K",
+                       help="--sample: from the K most probable tokens (0: all)")
+    group.add_argument("--top-p", type=finite_float(0, 1, low_open=True), default=None, metavar="P",
+                       help="--sample: from the nucleus of probability mass P, 0 < P <= 1")
+    group.add_argument("--temperature", type=finite_float(0), default=1.0, metavar="T",
+                       help="--sample: divide the logits by T (0: arg-max; default 1)")
+    group.add_argument("--seed", type=bounded_int(0, 2**63 - 1), default=None, metavar="N",
+                       help="--sample: random seed (the same seed gives the same outputs)")
+    group.add_argument("--no-repeat-ngram-size", type=bounded_int(0), default=0, metavar="N",
+                       help="never repeat an n-gram of N tokens in an output (0: off)")
+    group.add_argument("--repetition-penalty", type=finite_float(0, low_open=True), default=1.0, metavar="P",
+                       help="penalise the logits of tokens already generated (CTRL; 1: off)")
+    group.add_argument("--max-output-ratio", type=finite_float(0, low_open=True), default=None, metavar="R",
+                       help="outputs have at most ceil(R x source tokens) tokens, <eos> included")
+
+
+def control_settings(args: argparse.Namespace) -> dict:
+    """The keyword arguments of `Translator.translate` that `add_control_arguments` sets."""
+    return dict(
+        prefix=args.prefix, sample=args.sample, top_k=args.top_k, top_p=args.top_p,
+        temperature=args.temperature, seed=args.seed, no_repeat_ngram_size=args.no_repeat_ngram_size,
+        repetition_penalty=args.repetition_penalty, max_output_ratio=args.max_output_ratio,
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -65,6 +106,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--text", help="one sentence to translate")
     parser.add_argument("--output", metavar="FILE", help="write here (atomically) instead of stdout")
     add_search_arguments(parser)
+    add_control_arguments(parser)
     parser.add_argument("--nbest", type=bounded_int(1), default=1, metavar="K",
                         help="print K hypotheses per input as index<TAB>score<TAB>text")
     parser.add_argument("--chunk-lines", type=bounded_int(1), default=500, metavar="N",
@@ -178,7 +220,7 @@ def run(args: argparse.Namespace) -> int:
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
     if args.report is not None:
         return run_report(args)
-    translator = load(args.model, device_option(args.device), task="translation")
+    translator = load(args.model, device_option(args.device), task="translation", quantize=args.quantize)
     with ExitStack() as stack:
         if args.text is not None:
             lines: Iterable[str] = [args.text]
@@ -206,7 +248,7 @@ def run(args: argparse.Namespace) -> int:
         for chunk in chunks(lines, chunk_lines):
             settings = dict(
                 beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len, batch_tokens=args.batch_tokens,
-                line_offset=done, on_long_line=args.on_long_line,
+                line_offset=done, on_long_line=args.on_long_line, **control_settings(args),
             )
             try:
                 if args.nbest == 1:

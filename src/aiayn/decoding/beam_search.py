@@ -5,8 +5,12 @@ maximum output length during inference to input length + 50, but terminate early
 possible."
 
 All B sentences and their K beams decode together: the decoder runs on B*K rows per step
-and the key/value cache is reordered to follow the beams that survive. Sentences whose
-search is over leave the batch, so the rows shrink as decoding goes on.
+(B at step 0, where every beam is the same `<bos>` prefix) and the self-attention cache is
+reordered to follow the beams that survive; the encoder output and its cross-attention
+keys/values stay one per sentence, shared by its beams. Sentences whose search is over leave
+the batch, so the rows shrink as decoding goes on. Optional controls (a forced prefix, n-gram
+blocking, a repetition penalty, a length ratio) act on each step's scores
+(`aiayn.decoding.controls`).
 
 One step, for each sentence with K open beams of t tokens (running log-prob sums s_k):
 
@@ -30,12 +34,25 @@ best-scoring output (tests compare with exhaustive enumeration).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, never_generated, output_limits
+from aiayn.decoding.controls import (
+    NO_CONTROLS,
+    Controls,
+    block_ngrams,
+    force_prefix,
+    forced_scores,
+    penalize_repetitions,
+    prefix_step,
+    prefix_tensor,
+    ratio_limits,
+)
 from aiayn.eval_mode import eval_mode
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import padding_mask_or_none
@@ -86,6 +103,8 @@ def beam_search(
     max_steps: int | None = None,
     bos_id: int | None = None,
     eos_id: int | None = None,
+    controls: Controls = NO_CONTROLS,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences (see the module docstring for the algorithm).
 
@@ -99,6 +118,9 @@ def beam_search(
         nbest: N <= K hypotheses returned per sentence.
         max_steps: instead, a fixed length limit for every sentence.
         bos_id, eos_id: the start and end ids (default: the model config's).
+        controls: n-gram blocking, repetition penalty, length ratio (`aiayn.decoding.controls`;
+            `sample` is greedy search's).
+        prefixes: B target prefixes (ids, may be empty), forced then continued.
 
     Returns:
         For each sentence, up to N `Hypothesis(tokens, score)`, best first; tokens exclude
@@ -109,33 +131,36 @@ def beam_search(
     bos_id = model.config.bos_id if bos_id is None else bos_id
     eos_id = model.config.eos_id if eos_id is None else eos_id
     with eval_mode(model):
-        return _beam_search(model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id)
+        return _beam_search(
+            model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id, controls, prefixes
+        )
 
 
 def _beam_search(
     model: Transformer, src: Tensor, K: int, alpha: float, max_len_extra: int, N: int,
-    max_steps: int | None, bos_id: int, eos_id: int,
+    max_steps: int | None, bos_id: int, eos_id: int, controls: Controls,
+    prefixes: Sequence[Sequence[int]] | None,
 ) -> list[list[Hypothesis]]:
     """`beam_search` for B sentences in (B, S) `src`: K beams, N best kept, L = longest limit.
 
-    Open sentences are b <= B; their beams are the b*K decoder rows. Shapes: beam_scores
-    (b, K) running log-prob sums, seqs (b, K, L) tokens so far, logp (b*K, V).
+    Open sentences are b <= B, each with w decoder rows (w = 1 at step 0, where all beams
+    would be the same `<bos>` prefix, then K). The encoder output and its cross-attention
+    keys/values stay one per sentence, shared by the sentence's rows. Shapes: beam_scores
+    (b, w) running log-prob sums, seqs (b, K, L) tokens so far, logits (b*w, V).
     """
     config, device = model.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
     forbidden = never_generated(config.pad_id, bos_id, eos_id)
     limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
+    limits = ratio_limits(limits, src, config.pad_id, controls.max_output_ratio)
+    prefix = prefix_tensor(prefixes, B, device)  # (B, P) or None
     L = int(limits.max())
     src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
-    memory = model.encode(src, src_padding_mask)  # (B, S, D)
-    rows = torch.arange(B, device=device).repeat_interleave(K)  # sentence of each of the B*K rows
-    memory = memory[rows]  # (B*K, S, D)
-    row_padding_mask = None if src_padding_mask is None else src_padding_mask[rows]  # (B*K, S)
+    memory = model.encode(src, src_padding_mask)  # (B, S, D), one per sentence for all its beams
     cache = model.new_cache()
 
     sentence = torch.arange(B, device=device)  # original index of each open sentence
-    beam_scores = torch.full((B, K), float("-inf"), device=device)
-    beam_scores[:, 0] = 0.0  # one live beam at the start; the others join at step 1
+    beam_scores = torch.zeros(B, 1, device=device)  # step 0: one row (the <bos> prefix) per sentence
     seqs = torch.full((B, K, L), config.pad_id, dtype=torch.long, device=device)
     finished = Finished(
         torch.full((B, N), float("-inf"), device=device),
@@ -143,27 +168,48 @@ def _beam_search(
         torch.zeros(B, N, dtype=torch.long, device=device),
     )
     lp_max = length_penalty(limits, alpha).to(device)  # (B,) lp(L) of each sentence
-    last = torch.full((B * K, 1), bos_id, dtype=torch.long, device=device)
+    last = torch.full((B, 1), bos_id, dtype=torch.long, device=device)
     results: list[list[Hypothesis]] = [[] for _ in range(B)]
 
     for t in range(L):
-        b = sentence.numel()
-        hidden = model.decode(last, memory, row_padding_mask, cache=cache, return_hidden=True)
-        logp = log_probs(model.output_projection(hidden[:, -1]), forbidden)  # (b*K, V)
-        cand = (beam_scores.view(-1, 1) + logp).view(b, K * V)  # extension (k, w) at k*V + w
+        b, width = beam_scores.size()
+        hidden = model.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)
+        # 1. s_k + log p(w | beam k): the log-softmax overwrites the logits (no second
+        # (b*w, V) buffer; `logsumexp` and a subtraction measured slower, RESULTS.md).
+        logits = model.output_projection(hidden[:, -1]).float()  # (b*w, V)
+        uses_history = controls.repetition_penalty != 1.0 or controls.no_repeat_ngram_size > 0
+        history = seqs[:, :width, :t].reshape(b * width, t) if uses_history else None  # (b*w, t)
+        if history is not None:
+            penalize_repetitions(logits, history, controls.repetition_penalty)
+        logp = log_probs(logits, forbidden, overwrite=True)
+        wanted = prefix_step(prefix, t, width)  # (b*w,) forced tokens, or None
+        before = forced_scores(logp, wanted) if history is not None else None
+        if history is not None:
+            block_ngrams(logp, history, controls.no_repeat_ngram_size)
+        force_prefix(logp, wanted, before)
+        cand = logp.add_(beam_scores.view(-1, 1))
+        cand = cand.view(b, width * V)  # extension (k, w) at k*V + w
         lp_now = float(length_penalty(t + 1, alpha))
 
-        # 2. <eos> extensions among the K best finish (|Y| = t + 1).
-        top_scores, top_index = cand.topk(K, dim=1)  # (b, K)
+        # One top-k of 2K: at most K extensions (one per beam) end in <eos>, so the K best
+        # that do not are among them.
+        top_scores, top_index = cand.topk(min(2 * K, width * V), dim=1)  # (b, 2K), best first
+        if top_scores.size(1) < 2 * K:  # fewer extensions than 2K (tiny vocabulary): -inf fillers
+            filler = 2 * K - top_scores.size(1)
+            top_scores = F.pad(top_scores, (0, filler), value=float("-inf"))
+            top_index = F.pad(top_index, (0, filler), value=0)
         is_eos = top_index % V == eos_id
-        if bool(is_eos.any()):
-            ended = seqs.gather(1, (top_index // V)[:, :, None].expand(-1, -1, L))  # (b, K, L)
+
+        # 2. <eos> extensions among the K best finish (|Y| = t + 1).
+        eos_in_top = is_eos[:, :K]
+        if bool(eos_in_top.any()):
+            ended = seqs.gather(1, (top_index[:, :K] // V)[:, :, None].expand(-1, -1, L))  # (b, K, L)
             ended[:, :, t] = eos_id
-            finished.merge(torch.where(is_eos, top_scores / lp_now, float("-inf")), ended, t + 1)
+            finished.merge(torch.where(eos_in_top, top_scores[:, :K] / lp_now, float("-inf")), ended, t + 1)
 
         # 3. The K best other extensions are the new open beams.
-        cand.view(b, K, V)[:, :, eos_id] = float("-inf")
-        beam_scores, index = cand.topk(K, dim=1)  # (b, K)
+        beam_scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # (b, K)
+        index = top_index.gather(1, pick)
         origin, token = index // V, index % V  # source beam and new token of each new beam
         seqs = seqs.gather(1, origin[:, :, None].expand(-1, -1, L))
         seqs[:, :, t] = token
@@ -184,18 +230,18 @@ def _beam_search(
             if keep.numel() == 0:
                 break
             sentence, limits, lp_max = sentence[keep], limits[keep], lp_max[keep]
+            prefix = None if prefix is None else prefix[keep]
             beam_scores, seqs, origin, token = beam_scores[keep], seqs[keep], origin[keep], token[keep]
             finished.select(keep)
-            rows = (keep[:, None] * K + torch.arange(K, device=device)).flatten()  # (b'*K,)
-            memory = memory[rows]
-            row_padding_mask = None if row_padding_mask is None else row_padding_mask[rows]
+            memory = memory[keep]
+            src_padding_mask = None if src_padding_mask is None else src_padding_mask[keep]
             for layer_cache in cache.cross_attention:
-                layer_cache.reorder(rows)
+                layer_cache.reorder(keep)
         else:
             keep = torch.arange(b, device=device)
-        # Self-attention caches follow each new beam's source beam; the cross-attention
-        # keys/values are the same for all beams of a sentence and need no reordering.
-        _reorder_self_attention(cache, (keep[:, None] * K + origin).flatten())
+        # Self-attention caches follow each new beam's source row; the cross-attention
+        # keys/values are one per sentence and need no reordering.
+        _reorder_self_attention(cache, (keep[:, None] * width + origin).flatten())
         last = token.reshape(-1, 1)  # (b'*K, 1)
     return results
 

@@ -76,15 +76,19 @@ def never_generated(pad_id: int, bos_id: int, eos_id: int) -> tuple[int, ...]:
     return tuple(sorted({pad_id, bos_id} - {eos_id}))
 
 
-def log_probs(logits: Tensor, forbidden: tuple[int, ...]) -> Tensor:
+def log_probs(logits: Tensor, forbidden: tuple[int, ...], overwrite: bool = False) -> Tensor:
     """(N, V) next-token logits -> (N, V) log-probabilities, -inf at `forbidden` ids
     (see `never_generated`).
 
-    Half-precision logits are promoted to float32 before the softmax.
+    Half-precision logits are promoted to float32 before the softmax. `overwrite`: float32
+    logits the caller no longer needs are overwritten (no second (N, V) buffer; same values).
     """
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()
-    logp = F.log_softmax(logits, dim=-1)
+    if overwrite and logits.dtype == torch.float32 and logits.is_contiguous():
+        logp = torch._log_softmax(logits, -1, False, out=logits)
+    else:
+        logp = F.log_softmax(logits, dim=-1)
     if forbidden:
         logp[:, list(forbidden)] = float("-inf")
     return logp

@@ -12,12 +12,25 @@ over the whole prefix at every step (the textbook definition) gives.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import torch
 from torch import Tensor
 
 from aiayn.decoding.common import log_probs, never_generated, output_limits
+from aiayn.decoding.controls import (
+    NO_CONTROLS,
+    Controls,
+    block_ngrams,
+    draw,
+    force_prefix,
+    forced_scores,
+    penalize_repetitions,
+    prefix_step,
+    prefix_tensor,
+    ratio_limits,
+)
 from aiayn.eval_mode import eval_mode
 from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer
@@ -37,6 +50,8 @@ def greedy_search(
     max_steps: int | None = None,
     bos_id: int | None = None,
     eos_id: int | None = None,
+    controls: Controls = NO_CONTROLS,
+    prefixes: Sequence[Sequence[int]] | None = None,
 ) -> GreedyOutput:
     """Decode a batch of sentences, taking the arg-max token at every step.
 
@@ -47,6 +62,9 @@ def greedy_search(
             tokens including `<eos>`, capped by the model's `max_len`.
         max_steps: instead, a fixed limit for every row.
         bos_id, eos_id: the start and end ids (default: the model config's).
+        controls: n-gram blocking, repetition penalty, length ratio, and sampling instead of
+            the arg-max (`aiayn.decoding.controls`).
+        prefixes: B target prefixes (ids, may be empty), forced then continued.
 
     Returns:
         `GreedyOutput`: B token lists (without `<eos>`) and B summed log-probabilities of
@@ -60,6 +78,9 @@ def greedy_search(
         batch = src.size(0)
         src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S) or None
         limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
+        limits = ratio_limits(limits, src, config.pad_id, controls.max_output_ratio)
+        prefix = prefix_tensor(prefixes, batch, src.device)  # (B, P) or None
+        generator = controls.generator(src.device) if controls.sample else None
         memory = model.encode(src, src_padding_mask)  # (B, S, D)
         cache = model.new_cache()
 
@@ -71,8 +92,19 @@ def greedy_search(
         for t in range(steps):
             tgt_in = out[:, t : t + 1]  # (B, 1): the last token; the cache holds the rest
             hidden = model.decode(tgt_in, memory, src_padding_mask, cache=cache, return_hidden=True)
-            logp = log_probs(model.output_projection(hidden[:, -1]), forbidden)  # (B, V)
-            best_logp, best = logp.max(dim=-1)  # (B,), (B,)
+            logits = model.output_projection(hidden[:, -1]).float()  # (B, V)
+            history = out[:, 1 : t + 1]  # (B, t) the tokens so far
+            penalize_repetitions(logits, history, controls.repetition_penalty)
+            logp = log_probs(logits, forbidden, overwrite=True)  # (B, V)
+            wanted = prefix_step(prefix, t, 1)  # (B,) forced tokens, or None
+            before = forced_scores(logp, wanted)
+            block_ngrams(logp, history, controls.no_repeat_ngram_size)
+            force_prefix(logp, wanted, before)
+            if generator is None:
+                best_logp, best = logp.max(dim=-1)  # (B,), (B,)
+            else:
+                best = draw(logp, controls, generator)  # (B,)
+                best_logp = logp.gather(1, best[:, None]).squeeze(1)
             active = ~finished
             out[:, t + 1] = torch.where(active, best, config.pad_id)
             scores += torch.where(active, best_logp, 0.0)

@@ -9,10 +9,13 @@ within the model's positions (`_round`).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -20,6 +23,7 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.decoding.common import Hypothesis
+from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError, DataError
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation
@@ -83,10 +87,13 @@ class TranslatorBase:
     # ---------------------------------------------------------------- what a runtime does
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
-        batch_tokens: int, exact_scores: bool,
+        batch_tokens: int, exact_scores: bool, controls: Controls = NO_CONTROLS,
+        prefixes: list[list[int]] | None = None,
     ) -> list[list[Hypothesis]]:
         """Per source (token ids without `<eos>`), up to `nbest` hypotheses, best first.
-        `exact_scores` False allows scores that are only good enough to rank (none are shown)."""
+        `exact_scores` False allows scores that are only good enough to rank (none are shown).
+        `controls` and `prefixes` (target ids per source, checked to fit the length limit):
+        see `aiayn.decoding.controls`; with `controls.sample` the search is one draw per step."""
         raise NotImplementedError
 
     def _score_ids(
@@ -132,6 +139,7 @@ class TranslatorBase:
     def _hypotheses(
         self, texts: Sequence[str], nbest: int, beam: int, alpha: float, max_len_extra: int,
         batch_tokens: int, line_offset: int, on_long_line: str, exact_scores: bool,
+        controls: Controls = NO_CONTROLS, prefix: str | Sequence[str | None] | None = None,
     ) -> list[list[Hypothesis]]:
         if beam < 1 or not 1 <= nbest <= beam:
             raise ConfigError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
@@ -142,30 +150,65 @@ class TranslatorBase:
         results: list[list[Hypothesis]] = [[Hypothesis([], 0.0)] for _ in texts]
         todo = [i for i, text in enumerate(texts) if text.strip()]
         line_numbers = [line_offset + i + 1 for i in todo]
+        if controls.sample and nbest != 1:
+            raise ConfigError(f"sample gives one translation per text; nbest must be 1, got {nbest}")
         encoded = self._encode([texts[i] for i in todo], "source", line_numbers, on_long_line)
+        prefixes = self._prefixes(prefix, texts, todo, encoded, max_len_extra, controls, line_numbers)
         if encoded:
-            found = self._search(encoded, beam, alpha, max_len_extra, nbest, batch_tokens, exact_scores)
+            found = self._search(
+                encoded, beam, alpha, max_len_extra, nbest, batch_tokens, exact_scores, controls, prefixes
+            )
             for i, hyps in zip(todo, found, strict=True):
                 results[i] = hyps
         return results
 
+    def _prefixes(
+        self, prefix: str | Sequence[str | None] | None, texts: Sequence[str], todo: list[int],
+        encoded: list[list[int]], max_len_extra: int, controls: Controls, line_numbers: Sequence[int],
+    ) -> list[list[int]] | None:
+        """The target prefix ids of the texts `todo` (None without prefixes), each checked to
+        fit its sentence's output length limit."""
+        if prefix is None:
+            return None
+        if isinstance(prefix, str):
+            prefix = [prefix] * len(texts)
+        if len(prefix) != len(texts):
+            raise ConfigError(f"{len(prefix)} prefixes for {len(texts)} texts: give one per text, or one str")
+        wanted = [prefix[i] or "" for i in todo]
+        ids = self.tokenizers.target.encode_batch(wanted) if wanted else []
+        for source, prefix_ids, line in zip(encoded, ids, line_numbers, strict=True):
+            length = len(source) + 1  # <eos> included
+            limit = min(length + max_len_extra, self.config.max_len)
+            if controls.max_output_ratio is not None:
+                limit = min(limit, max(1, math.ceil(controls.max_output_ratio * length)))
+            if len(prefix_ids) > limit:
+                raise ConfigError(
+                    f"the prefix of line {line} has {len(prefix_ids)} tokens; its output length "
+                    f"limit is {limit} tokens"
+                )
+        return ids if any(ids) else None
+
     def translate(
         self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
+        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
     ) -> list[str]:
         """See `aiayn.inference.Translator.translate`."""
         hypotheses = self._hypotheses(
-            texts, 1, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, False
+            texts, 1, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, False,
+            make_controls(controls), prefix,
         )
         return self.tokenizers.target.decode_batch([hyps[0].tokens for hyps in hypotheses])
 
     def translate_nbest(
         self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
+        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
     ) -> list[list[Translation]]:
         """See `aiayn.inference.Translator.translate_nbest`."""
         hypotheses = self._hypotheses(
-            texts, nbest, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, True
+            texts, nbest, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, True,
+            make_controls(controls), prefix,
         )
         flat = iter(self.tokenizers.target.decode_batch([h.tokens for hyps in hypotheses for h in hyps]))
         return [[Translation(next(flat), float(h.score), h.tokens) for h in hyps] for hyps in hypotheses]
@@ -186,6 +229,15 @@ class TranslatorBase:
         src_ids = self._encode(sources, "source", line_numbers)
         tgt_ids = self._encode(targets, "target", line_numbers)
         return self._score_ids(src_ids, tgt_ids, batch_tokens)
+
+
+def make_controls(settings: dict[str, Any]) -> Controls:
+    """`Controls` from keyword arguments, one clear error for an unknown name."""
+    known = {f.name for f in dataclasses.fields(Controls)}
+    unknown = sorted(set(settings) - known)
+    if unknown:
+        raise ConfigError(f"unknown decoding control(s) {unknown}; known: {sorted(known)}")
+    return Controls(**settings)
 
 
 def context_length(config: ModelConfig) -> int:

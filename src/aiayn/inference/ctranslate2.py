@@ -24,6 +24,8 @@ gets its own limit). Two differences remain:
 from __future__ import annotations
 
 import json
+import math
+import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -32,12 +34,27 @@ import numpy as np
 import torch
 
 from aiayn.decoding.common import Hypothesis, length_penalty, never_generated
+from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.export.common import load_tokenizers, require, vocabulary
 from aiayn.export.ctranslate2 import AIAYN_FILE, CT2_WEIGHTS
 from aiayn.inference.base import GeneratorBase, TranslatorBase
 from aiayn.model.config import ModelConfig
+
+
+def _sampling_arguments(controls: Controls) -> dict[str, Any]:
+    """CTranslate2's sampling arguments for `controls` (none unless `sample`): top-k 0 draws
+    from the whole vocabulary, temperature 0 is the arg-max."""
+    if not controls.sample:
+        return {}
+    if controls.temperature == 0:
+        return {"sampling_topk": 1}
+    return {
+        "sampling_topk": controls.top_k or 0,
+        "sampling_topp": controls.top_p if controls.top_p is not None else 1.0,
+        "sampling_temperature": controls.temperature,
+    }
 
 
 def is_ctranslate2_dir(directory: str | Path) -> bool:
@@ -112,11 +129,21 @@ class CTranslate2Translator(TranslatorBase):
         never = never_generated(config.pad_id, config.bos_id, config.eos_id)
         self._forbidden = [[target_tokens[i]] for i in never]
         self.runtime = _open_runtime(ctranslate2.Translator, directory, device, compute_type, threads)
+        self._opening = (ctranslate2.Translator, directory, device, compute_type, threads)
         self.device = f"{self.runtime.device} (CTranslate2, {compute_type})"
+
+    def _seeded_runtime(self, seed: int | None) -> Any:
+        """A fresh `ctranslate2.Translator` whose sampling starts from `seed`: CTranslate2 seeds
+        each worker thread's generator once, from the global seed, at its first draw, so only
+        a new runtime (new threads) makes a seed reproducible."""
+        ctranslate2 = require("ctranslate2", "sampling")
+        ctranslate2.set_random_seed(seed if seed is not None else random.SystemRandom().randrange(2**31))
+        return _open_runtime(*self._opening)
 
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
-        batch_tokens: int, exact_scores: bool,
+        batch_tokens: int, exact_scores: bool, controls: Controls = NO_CONTROLS,
+        prefixes: list[list[int]] | None = None,
     ) -> list[list[Hypothesis]]:
         """One CTranslate2 call per group of sources of one length (each gets its own limit).
 
@@ -125,28 +152,42 @@ class CTranslate2Translator(TranslatorBase):
         probability, about 1e-3 a token for a model trained with label smoothing).
         """
         results: list[list[Hypothesis]] = [[] for _ in sources]
+        runtime = self._seeded_runtime(controls.seed) if controls.sample else self.runtime
         by_length: dict[int, list[int]] = {}
         for j, ids in enumerate(sources):
             by_length.setdefault(len(ids) + 1, []).append(j)  # + 1: the <eos> CTranslate2 appends
         for length, group in sorted(by_length.items(), reverse=True):
             limit = max(1, min(length + max_len_extra, self.config.max_len))
+            if controls.max_output_ratio is not None:
+                limit = min(limit, max(1, math.ceil(controls.max_output_ratio * length)))
             per_batch = max(1, batch_tokens // length)
             for start in range(0, len(group), per_batch):
                 batch = group[start : start + per_batch]
                 source = [[self._source_tokens[i] for i in sources[j]] for j in batch]
-                nbests = self._search_batch(source, beam, alpha, nbest, limit, exact_scores)
+                prefix = None if prefixes is None else [
+                    [self._target_tokens[i] for i in prefixes[j]] or None for j in batch
+                ]
+                nbests = self._search_batch(
+                    runtime, source, beam, alpha, nbest, limit, exact_scores, controls, prefix
+                )
                 for j, hyps in zip(batch, nbests, strict=True):
                     results[j] = hyps
         return results
 
     def _search_batch(
-        self, source: list[list[str]], beam: int, alpha: float, nbest: int, limit: int, exact: bool
+        self, runtime: Any, source: list[list[str]], beam: int, alpha: float, nbest: int, limit: int,
+        exact: bool, controls: Controls = NO_CONTROLS, prefix: list[list[str] | None] | None = None,
     ) -> list[list[Hypothesis]]:
         """One CTranslate2 search; hypotheses ranked here with the GNMT penalty (beam > 1)."""
-        outputs = self.runtime.translate_batch(
+        beam = 1 if controls.sample else beam
+        outputs = runtime.translate_batch(
             source,
+            prefix,
             beam_size=beam,
             num_hypotheses=beam,
+            no_repeat_ngram_size=controls.no_repeat_ngram_size,
+            repetition_penalty=controls.repetition_penalty,
+            **_sampling_arguments(controls),
             length_penalty=0.0,
             max_decoding_length=limit,
             min_decoding_length=0,  # CTranslate2's default (1) forbids <eos> first; aiayn does not

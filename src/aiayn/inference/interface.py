@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.model.config import ModelConfig
@@ -61,6 +61,7 @@ class Translator(Protocol):
     def translate(
         self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
+        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
     ) -> list[str]:
         """The best translation of each text (paper defaults: beam 4, alpha 0.6, max length
         source + 50; beam 1 = greedy). An empty text gives an empty output.
@@ -74,12 +75,18 @@ class Translator(Protocol):
             line_offset: added to the line numbers in warnings and errors (streamed input).
             on_long_line: 'truncate' (with a warning) or 'error' (`DataError` naming the line)
                 for a text longer than the model's max_len.
+            prefix: a target prefix for every text (str) or one per text (None: none), forced
+                then continued; longer than a text's output length limit: `ConfigError`.
+            controls: the decoding controls of `aiayn.decoding.controls.Controls`: `sample`
+                (with `top_k`, `top_p`, `temperature`, `seed`), `no_repeat_ngram_size`,
+                `repetition_penalty`, `max_output_ratio`. None given: the paper's search.
         """
         ...
 
     def translate_nbest(
         self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
+        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
     ) -> list[list[Translation]]:
         """For each text up to `nbest` (1 <= nbest <= beam) `Translation`s, best first; an
         empty text gives `[Translation('', 0.0, [])]`. Other arguments as `translate`."""

@@ -17,6 +17,8 @@ from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference.interface import Generator, Translator
+from aiayn.model.int8_linear import QUANTIZATIONS, quantize_int8
+from aiayn.model.packed_linear import pack_for_inference
 
 TASKS = {"transformer": "translation", "decoder_only": "lm"}
 """The model types `load` opens, and the task of each."""
@@ -27,15 +29,16 @@ _KINDS = {"translation": "a translation model ('transformer', encoder-decoder)",
 
 @overload
 def load(directory: str | Path, device: str | torch.device | None = None, *,
-         task: Literal["translation"]) -> Translator: ...
+         task: Literal["translation"], quantize: str | None = None) -> Translator: ...
 @overload
 def load(directory: str | Path, device: str | torch.device | None = None, *,
-         task: Literal["lm"]) -> Generator: ...
+         task: Literal["lm"], quantize: str | None = None) -> Generator: ...
 @overload
 def load(directory: str | Path, device: str | torch.device | None = None, *,
-         task: None = None) -> Translator | Generator: ...
+         task: None = None, quantize: str | None = None) -> Translator | Generator: ...
 def load(
-    directory: str | Path, device: str | torch.device | None = None, *, task: str | None = None
+    directory: str | Path, device: str | torch.device | None = None, *, task: str | None = None,
+    quantize: str | None = None,
 ) -> Translator | Generator:
     """The `Translator` or `Generator` for a model directory.
 
@@ -43,9 +46,14 @@ def load(
         directory: an aiayn model directory or a CTranslate2 export of one.
         device: 'cpu', 'cuda', 'cuda:N'; None picks CUDA when available.
         task: 'translation' or 'lm' to require that kind of model (None: either).
+        quantize: 'int8' to run the linear layers in int8 (per-channel weight scales, per-row
+            activation scales: `aiayn.model.int8_linear`; CTranslate2: its int8 compute type).
+            A CTranslate2 export already saved in int8 refuses it (it is int8 already).
     """
     if task is not None and task not in _KINDS:
         raise ConfigError(f"task must be one of {sorted(_KINDS)} or None, got {task!r}")
+    if quantize is not None and quantize not in QUANTIZATIONS:
+        raise ConfigError(f"quantize must be one of {list(QUANTIZATIONS)} (or None), got {quantize!r}")
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory")
@@ -68,18 +76,28 @@ def load(
         from aiayn.inference.ctranslate2 import CTranslate2Generator, CTranslate2Translator
 
         runtime = CTranslate2Translator if model_type == "transformer" else CTranslate2Generator
-        return runtime(directory, str(device or "auto"))
-    return _load_torch(directory, model_type, device)
+        opened = runtime(directory, str(device or "auto"))
+        if quantize is None:
+            return opened
+        saved_as = opened.runtime.compute_type
+        if saved_as.startswith("int8"):
+            raise ConfigError(
+                f"{directory} is already quantized (CTranslate2 loads it as {saved_as}); leave out quantize"
+            )
+        return runtime(directory, str(device or "auto"), compute_type=quantize)
+    return _load_torch(directory, model_type, device, quantize)
 
 
 def _load_torch(
-    directory: Path, model_type: str, device: str | torch.device | None
+    directory: Path, model_type: str, device: str | torch.device | None, quantize: str | None = None
 ) -> Translator | Generator:
     from aiayn.model_dir import load_model
 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model(directory, device)
+    # A loaded model is not trained further: its weights can be pre-packed, or quantized.
+    model = quantize_int8(model) if quantize == "int8" else pack_for_inference(model)
     specials = SpecialTokens.of(model.config)
     if model_type == "transformer":
         from aiayn.inference.torch_translator import TorchTranslator

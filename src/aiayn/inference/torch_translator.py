@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.beam_search import beam_search
 from aiayn.decoding.common import Hypothesis
+from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.greedy import greedy_search
 from aiayn.eval_mode import eval_mode
 from aiayn.inference.base import TorchRuntime, TranslatorBase
@@ -69,18 +70,22 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
 
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
-        batch_tokens: int, exact_scores: bool,
+        batch_tokens: int, exact_scores: bool, controls: Controls = NO_CONTROLS,
+        prefixes: list[list[int]] | None = None,
     ) -> list[list[Hypothesis]]:
         eos_id, pad_id = self.config.eos_id, self.config.pad_id
         with_eos = [[*ids, eos_id] for ids in sources]
         results: list[list[Hypothesis]] = [[] for _ in sources]
         for batch in length_batches([len(s) for s in with_eos], batch_tokens):
             src = pad_batch([with_eos[j] for j in batch], pad_id, self.device)  # (B, S)
-            if beam == 1:  # greedy: the length penalty does not change an arg-max path
-                greedy = greedy_search(self.model, src, max_len_extra)
+            chosen = None if prefixes is None else [prefixes[j] for j in batch]
+            if beam == 1 or controls.sample:  # greedy: the length penalty does not change an arg-max path
+                greedy = greedy_search(self.model, src, max_len_extra, controls=controls, prefixes=chosen)
                 nbests = [[Hypothesis(t, s)] for t, s in zip(greedy.tokens, greedy.scores, strict=True)]
             else:
-                nbests = beam_search(self.model, src, beam, alpha, max_len_extra, nbest)
+                nbests = beam_search(
+                    self.model, src, beam, alpha, max_len_extra, nbest, controls=controls, prefixes=chosen
+                )
             for j, hyps in zip(batch, nbests, strict=True):
                 results[j] = hyps
         return results

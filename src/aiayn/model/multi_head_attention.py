@@ -20,12 +20,12 @@ to (B, T) only for the score matmuls.
 
 from __future__ import annotations
 
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn.model.attention import scaled_dot_product_attention
 from aiayn.model.context import AttentionContext
 from aiayn.model.kv_cache import AttentionCache
+from aiayn.model.packed_linear import linear_rows
 from aiayn.model.packing import padded
 
 
@@ -59,11 +59,16 @@ class MultiHeadAttention(nn.Module):
             context: the mask, causality, memory and layouts of this pass.
             cache: this layer's keys/values during incremental decoding, filled in place.
 
+        In encoder-decoder attention the query batch may be g times the memory's (B = g*b,
+        rows i*g .. i*g+g-1 belonging to memory row i, as the beams of a beam search): each
+        memory row's keys and values are then projected once and shared by its g rows.
+
         Returns:
             (B, T, D) (or packed (N, D)), like `query`. With `context.attention_maps` set, the
             (B, H, T, S) attention probabilities are appended to it.
         """
         self._check_query(query, context)
+        rows = query.size(0)
         q, k, v = self.project_heads(query, context, cache)  # (B, H, T, d_k), (B, H, S, d_k) twice
         heads, probabilities = scaled_dot_product_attention(
             q, k, v,
@@ -75,6 +80,8 @@ class MultiHeadAttention(nn.Module):
         context.record(probabilities)
         B, H, T, d_k = heads.size()
         concat = heads.transpose(1, 2).reshape(B, T, H * d_k)  # Concat(head_1..head_h): (B, T, D)
+        if rows != B and context.query_layout is None:  # beams sharing a memory: (b, g*T, D) -> (B, T, D)
+            concat = concat.view(rows, T * B // rows, H * d_k)
         if context.query_layout is not None:
             concat = context.query_layout.pack(concat)  # (B, T, D) -> (N, D)
         return self.out_proj(concat)  # W^O
@@ -94,11 +101,16 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, H, S_cached + T, d_k)
             return q, k, v
-        q_proj = padded(F.linear(query, self.in_proj.weight[:d], self.in_proj.bias[:d]), context.query_layout)
+        q_proj = padded(linear_rows(self.in_proj, query, 0, d), context.query_layout)  # Q W^Q
+        unpacked = context.query_layout is None and context.memory_layout is None
+        if unpacked and q_proj.size(0) != context.memory.size(0):
+            # Beam search: the g = B / b consecutive rows of each sentence share its memory, so
+            # their queries become one sentence's g*T queries over keys/values computed once.
+            q_proj = q_proj.reshape(context.memory.size(0), -1, d)  # (B, T, D) -> (b, g*T, D)
         (q,) = self.split_heads(q_proj, 1)  # (B, T, D) -> (B, H, T, d_k)
         if cache is not None and cache.key is not None:
             return q, cache.key, cache.value
-        kv = F.linear(context.memory, self.in_proj.weight[d:], self.in_proj.bias[d:])
+        kv = linear_rows(self.in_proj, context.memory, d, 3 * d)  # K W^K, V W^V
         k, v = self.split_heads(padded(kv, context.memory_layout), 2)  # (B, S, 2D) -> 2 x (B, H, S, d_k)
         if cache is not None:
             cache.key, cache.value = k, v

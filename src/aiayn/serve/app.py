@@ -265,8 +265,19 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
                 texts, nbest, beam=beam, alpha=alpha, batch_tokens=batch_tokens, on_long_line="error"
             )
 
-        key = ("translate", beam, alpha, nbest)
-        job = Job(key=key, run=decode, texts=list(request.text), lengths=lengths)
+        if request.plain():
+            key = ("translate", beam, alpha, nbest)
+            job = Job(key=key, run=decode, texts=list(request.text), lengths=lengths)
+        else:  # per-request controls (a prefix per sentence, a seed): decoded on its own
+            texts, controls = list(request.text), request.controls()
+
+            def decode_alone(served: ServedModel) -> list[list[Translation]]:
+                return served.model.translate_nbest(  # type: ignore[union-attr]
+                    texts, nbest, beam=beam, alpha=alpha, batch_tokens=settings.max_batch_tokens,
+                    on_long_line="error", **controls,
+                )
+
+            job = Job(key=None, run=decode_alone)
         nbests = await run_job(job) if request.text else []
         return {"translations": [[{"text": t.text, "score": t.score} for t in hyps] for hyps in nbests]}
 

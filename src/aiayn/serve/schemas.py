@@ -39,12 +39,42 @@ class TranslateRequest(Strict):
     beam: int = Field(4, ge=1, le=MAX_BEAM, description="beam size; 1 = greedy search")
     alpha: float = Field(0.6, ge=0.0, le=10.0, allow_inf_nan=False, description="length penalty exponent")
     nbest: int = Field(1, ge=1, le=MAX_BEAM, description="translations per sentence (<= beam)")
+    prefix: Text | list[Text | None] | None = Field(
+        None, description="target prefix, forced then continued: one for all sentences or one per sentence"
+    )
+    sample: bool = Field(False, description="draw each token instead of searching (beam unused)")
+    top_k: int | None = Field(None, ge=0, description="sample: from the k most probable tokens (0: all)")
+    top_p: float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False, description="sample: nucleus mass")
+    temperature: float = Field(1.0, ge=0.0, le=100.0, allow_inf_nan=False, description="sample: 0 = arg-max")
+    seed: int | None = Field(None, ge=0, lt=2**63, description="sample: random seed (default: a fresh one)")
+    no_repeat_ngram_size: int = Field(0, ge=0, description="never repeat an n-gram of this size (0: off)")
+    repetition_penalty: float = Field(1.0, gt=0.0, le=100.0, allow_inf_nan=False,
+                                      description="penalise tokens already generated (1: off)")
+    max_output_ratio: float | None = Field(None, gt=0.0, le=1000.0, allow_inf_nan=False,
+                                           description="output tokens <= ceil(ratio x source tokens)")
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> TranslateRequest:
         if self.nbest > self.beam:
             raise ValueError(f"nbest ({self.nbest}) must be <= beam ({self.beam})")
+        if self.sample and self.nbest != 1:
+            raise ValueError(f"sample gives one translation per sentence; nbest must be 1, got {self.nbest}")
+        if isinstance(self.prefix, list) and len(self.prefix) != len(self.text):
+            raise ValueError(f"{len(self.prefix)} prefixes for {len(self.text)} sentences")
         return self
+
+    def controls(self) -> dict:
+        """The keyword arguments of `Translator.translate_nbest` for the decoding controls."""
+        return {
+            "prefix": self.prefix, "sample": self.sample, "top_k": self.top_k, "top_p": self.top_p,
+            "temperature": self.temperature, "seed": self.seed,
+            "no_repeat_ngram_size": self.no_repeat_ngram_size,
+            "repetition_penalty": self.repetition_penalty, "max_output_ratio": self.max_output_ratio,
+        }
+
+    def plain(self) -> bool:
+        """No control set: the request may share a batch with others."""
+        return self.controls() == TranslateRequest(text=[]).controls()
 
 
 class Translation(BaseModel):

@@ -1,0 +1,157 @@
+"""Decoding controls shared by beam and greedy search: a forced target prefix, n-gram blocking,
+a repetition penalty, an output length limit relative to the source, and sampling.
+
+With none of them set (`Controls()`), the searches are exactly the paper's (Sec. 6.1). The
+controls act on one step's next-token scores, given each row's generated tokens so far:
+
+- `repetition_penalty` p (Keskar et al. 2019, as CTranslate2): the logit of a token already
+  generated in the row is divided by p when positive, multiplied by p when negative, before
+  the softmax;
+- `no_repeat_ngram_size` n: a token that would complete an n-gram already in the row is never
+  generated (its log-probability is -inf after the softmax, as `<pad>`/`<bos>`);
+- `prefix`: while a row's prefix lasts, its next token is the prefix's (log-probability as the
+  model gives it), and the search continues freely after it;
+- `max_output_ratio` r: a sentence of n source tokens (`<eos>` included) generates at most
+  ceil(r * n) tokens, `<eos>` included (with the other length limits, the smallest wins);
+- `sample` (greedy only): the next token is drawn from softmax(logits / temperature) cut to
+  the top-k / nucleus top-p (`aiayn.decoding.sampling.filter_logits`), from a generator seeded
+  with `seed`: the same seed gives the same outputs.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from aiayn.decoding.sampling import Sampling, filter_logits
+from aiayn.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class Controls:
+    """The decoding controls of one call (checked when made; see the module docstring)."""
+
+    no_repeat_ngram_size: int = 0
+    repetition_penalty: float = 1.0
+    max_output_ratio: float | None = None
+    sample: bool = False
+    temperature: float = 1.0
+    top_k: int | None = None
+    top_p: float | None = None
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.no_repeat_ngram_size < 0:
+            raise ConfigError(f"no_repeat_ngram_size must be >= 0, got {self.no_repeat_ngram_size}")
+        if not (math.isfinite(self.repetition_penalty) and self.repetition_penalty > 0):
+            raise ConfigError(
+                f"repetition_penalty must be a finite number > 0, got {self.repetition_penalty}"
+            )
+        if self.max_output_ratio is not None and not (
+            math.isfinite(self.max_output_ratio) and self.max_output_ratio > 0
+        ):
+            raise ConfigError(f"max_output_ratio must be a finite number > 0, got {self.max_output_ratio}")
+        Sampling(self.temperature, self.top_k, self.top_p)  # checks them
+
+    @property
+    def sampling(self) -> Sampling:
+        return Sampling(self.temperature, self.top_k, self.top_p)
+
+    def generator(self, device: torch.device) -> torch.Generator:
+        """A private generator seeded with `seed` (a random seed when None)."""
+        generator = torch.Generator(device=device)
+        if self.seed is None:
+            generator.seed()
+        else:
+            generator.manual_seed(self.seed)
+        return generator
+
+
+NO_CONTROLS = Controls()
+"""The plain searches of the paper."""
+
+
+def ratio_limits(limits: Tensor, src: Tensor, pad_id: int, ratio: float | None) -> Tensor:
+    """(B,) limits capped at ceil(ratio * source length) (>= 1); unchanged when ratio is None."""
+    if ratio is None:
+        return limits
+    source_lengths = (src != pad_id).sum(dim=1).double()
+    return torch.minimum(limits, torch.ceil(ratio * source_lengths).long().clamp(min=1))
+
+
+def prefix_tensor(
+    prefixes: Sequence[Sequence[int]] | None, batch: int, device: torch.device
+) -> Tensor | None:
+    """(B, P) prefix ids, right-padded with -1 (None when no sentence has a prefix)."""
+    if not prefixes or not any(prefixes):
+        return None
+    if len(prefixes) != batch:
+        raise ConfigError(f"{len(prefixes)} prefixes for {batch} sentences")
+    width = max(len(p) for p in prefixes)
+    table = torch.full((batch, width), -1, dtype=torch.long, device=device)
+    for i, prefix in enumerate(prefixes):
+        if prefix:
+            table[i, : len(prefix)] = torch.tensor(list(prefix), dtype=torch.long, device=device)
+    return table
+
+
+def penalize_repetitions(logits: Tensor, history: Tensor, penalty: float) -> Tensor:
+    """Apply the repetition penalty in place to (R, V) logits, given (R, t) earlier tokens."""
+    if penalty == 1.0 or history.size(1) == 0:
+        return logits
+    seen = logits.gather(1, history)  # (R, t)
+    return logits.scatter_(1, history, torch.where(seen > 0, seen / penalty, seen * penalty))
+
+
+def block_ngrams(logp: Tensor, history: Tensor, size: int) -> Tensor:
+    """Set to -inf, in place, the (R, V) scores of tokens that would repeat an n-gram of
+    `size` tokens of (R, t) `history`."""
+    if size == 0 or history.size(1) < size:
+        return logp
+    windows = history.unfold(1, size, 1)  # (R, t - n + 1, n)
+    suffix = history[:, history.size(1) - size + 1 :]  # (R, n - 1): the n-gram's first n - 1
+    match = (windows[:, :, : size - 1] == suffix[:, None, :]).all(dim=-1)  # (R, t - n + 1)
+    hits = torch.zeros_like(logp).scatter_add_(1, windows[:, :, -1], match.to(logp.dtype))
+    return logp.masked_fill_(hits > 0, float("-inf"))
+
+
+def prefix_step(prefix: Tensor | None, step: int, rows_per_sentence: int) -> Tensor | None:
+    """(R,) the token each decoder row must take at `step` (-1: free), from the (b, P)
+    prefixes of its sentence (R = b * rows_per_sentence); None when no prefix goes on."""
+    if prefix is None or step >= prefix.size(1):
+        return None
+    wanted = prefix[:, step].repeat_interleave(rows_per_sentence)  # (R,)
+    return wanted if bool((wanted >= 0).any()) else None
+
+
+def force_prefix(logp: Tensor, wanted: Tensor | None, before: Tensor | None) -> Tensor:
+    """Keep only the wanted token (with its score `before` (R,), taken before n-gram blocking:
+    a prefix is never blocked) in the rows whose prefix goes on; in place."""
+    if wanted is None:
+        return logp
+    forced = wanted >= 0  # (R,)
+    keep = torch.zeros_like(logp, dtype=torch.bool).scatter_(1, wanted.clamp(min=0)[:, None], True)
+    logp.masked_fill_(forced[:, None] & ~keep, float("-inf"))
+    if before is not None:
+        index = wanted.clamp(min=0)[:, None]  # (R, 1)
+        current = logp.gather(1, index).squeeze(1)
+        logp.scatter_(1, index, torch.where(forced, before, current)[:, None])
+    return logp
+
+
+def forced_scores(logp: Tensor, wanted: Tensor | None) -> Tensor | None:
+    """(R,) the scores of the wanted tokens (any value where free), or None."""
+    return None if wanted is None else logp.gather(1, wanted.clamp(min=0)[:, None]).squeeze(1)
+
+
+def draw(logits: Tensor, controls: Controls, generator: torch.Generator) -> Tensor:
+    """(R, V) logits (-inf where forbidden) -> (R,) token ids drawn as `controls` say."""
+    if controls.temperature == 0:
+        return logits.argmax(dim=-1)
+    shifted = logits - logits.amax(dim=-1, keepdim=True)  # keeps a tiny temperature finite
+    probs = filter_logits(shifted / controls.temperature, controls.top_k, controls.top_p).softmax(dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(1)
