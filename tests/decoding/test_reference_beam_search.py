@@ -24,7 +24,7 @@ def test_random_models_same_as_reference(seed, beam, nbest, alpha):
 
 def test_trained_model_same_as_reference(dates_run):
     """The session's trained `dates` model on held-out inputs, in one padded batch."""
-    from tests.shared_dates import splits
+    from shared_dates import splits
 
     translator = load(dates_run, "cpu")
     model, config = translator.model, translator.config
