@@ -22,7 +22,8 @@ from aiayn.errors import AiaynError
 
 # Subcommand modules, in the order `aiayn --help` lists them.
 COMMAND_MODULES = [
-    "train", "lm", "classify", "average", "translate", "evaluate", "score", "export", "demo", "plot",
+    "train", "lm", "classify", "average", "translate", "evaluate", "score", "export", "import_", "demo",
+    "plot",
     "explore", "serve",
 ]
 

@@ -161,7 +161,9 @@ class SentencePieceTokenizer(Tokenizer):
         for piece in self.tokens(text):
             token_id = self.vocab.get(piece, unk)
             if token_id is None:
-                raise DataError(f"{self.origin}: piece {piece!r} is not in the vocabulary, which has no <unk>")
+                raise DataError(
+                    f"{self.origin}: piece {piece!r} is not in the vocabulary, which has no <unk>"
+                )
             ids.append(token_id)
         return ids
 

@@ -162,8 +162,8 @@ def marian_language_rules(config: ModelConfig) -> list[Rule]:
     d = config.d_model
     rules = [
         Rule("model.decoder.embed_tokens.weight", "embedding.embedding.weight", "reads"),
-        Rule("lm_head.weight", "embedding.embedding.weight" if config.tie_output else "output_projection.weight",
-             "reads"),
+        Rule("lm_head.weight",
+             "embedding.embedding.weight" if config.tie_output else "output_projection.weight", "reads"),
     ]
     if config.output_bias:
         rules.append(Rule("final_logits_bias", "output_projection.bias", "row"))

@@ -75,7 +75,8 @@ class ModelConfig:
         True, help="multiply token embeddings by sqrt(d_model) (Sec. 3.4); GPT-2 does not"
     )
     output_bias: bool = setting(
-        False, help="a learned bias on the pre-softmax projection (Marian's final_logits_bias; not in the paper)"
+        False,
+        help="a learned bias on the pre-softmax projection (Marian's final_logits_bias; not in the paper)",
     )
     share_embeddings: bool = setting(
         False, help="one embedding matrix for source and target (Sec. 3.4); needs equal vocabulary sizes"

@@ -29,7 +29,8 @@ class PositionwiseFeedForward(nn.Module):
     def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
         super().__init__()
         if activation not in ACTIVATION_FUNCTIONS:
-            raise ValueError(f"activation must be one of {', '.join(ACTIVATION_FUNCTIONS)}, got {activation!r}")
+            names = ", ".join(ACTIVATION_FUNCTIONS)
+            raise ValueError(f"activation must be one of {names}, got {activation!r}")
         self.linear1 = nn.Linear(d_model, d_ff)  # W_1, b_1
         self.linear2 = nn.Linear(d_ff, d_model)  # W_2, b_2
         self.activation = ACTIVATION_FUNCTIONS[activation]
