@@ -98,6 +98,8 @@ class SentencePieceTokenizer(Tokenizer):
         self.hf = None  # no Hugging Face tokenizer behind it (export of its vocabulary: `vocab`)
         if vocab is None:
             vocab = {self.processor.IdToPiece(i): i for i in range(self.processor.GetPieceSize())}
+            if self.processor.pad_id() < 0:  # SentencePiece trains without padding by default: append one
+                vocab["<pad>"] = len(vocab)
             if specials is None:
                 specials = self._own_specials(vocab)
         elif specials is None:
@@ -116,10 +118,7 @@ class SentencePieceTokenizer(Tokenizer):
     def _own_specials(self, vocab: dict[str, int]) -> SpecialTokens:
         """The ids the SentencePiece model itself declares (-1: none)."""
         sp = self.processor
-        pad = sp.pad_id()
-        if pad < 0:  # SentencePiece trains without padding by default: append one
-            pad = len(vocab)
-            vocab["<pad>"] = pad
+        pad = sp.pad_id() if sp.pad_id() >= 0 else vocab["<pad>"]
         bos, eos = sp.bos_id(), sp.eos_id()
         if bos < 0 or eos < 0:
             raise DataError(f"{self.path}: the SentencePiece model has no bos or eos id (train it with both)")
