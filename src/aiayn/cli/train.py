@@ -32,6 +32,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run directory")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
     parser.add_argument(
+        "--init-from", metavar="SOURCE",
+        help="start from this model (weights, settings, tokenizer): an aiayn model directory, a Transformers "
+        "directory (MarianMTModel, GPT2LMHeadModel) or a Hub name; optimizer and schedule start fresh",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -44,10 +49,20 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def check_resume_alone(args: argparse.Namespace, *task_options: str) -> None:
     """`--resume RUN_DIR` reads its config and directory from RUN_DIR: refuse a CONFIG, --out,
     or any of `task_options` (attribute names of `args`) given beside it."""
-    given = [name for name in ("config", "out", *task_options) if getattr(args, name, None)]
+    given = [name for name in ("config", "out", "init_from", *task_options) if getattr(args, name, None)]
     if given:
         shown = ", ".join("CONFIG" if n == "config" else "--" + n.replace("_", "-") for n in given)
         raise ConfigError(f"--resume takes its config and directory from RUN_DIR; drop {shown}")
+
+
+def init_from_override(args: argparse.Namespace) -> list[str]:
+    """The `--set` overrides with `--init-from SOURCE` as `train.init_from` (kept in the run's
+    train_config.yaml, so that `--resume` finds it)."""
+    if not getattr(args, "init_from", None):
+        return list(args.overrides)
+    if any(o.strip().startswith("train.init_from=") for o in args.overrides):
+        raise ConfigError("give --init-from or --set train.init_from=..., not both")
+    return [*args.overrides, f"train.init_from={args.init_from}"]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         run_dir = args.out or default_run_dir(args.config)
-        config = load_config(args.config, args.overrides)
+        config = load_config(args.config, init_from_override(args))
     session = train_in_session(
         TRANSLATION_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )

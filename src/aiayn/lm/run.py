@@ -105,6 +105,7 @@ class LMTask(OneTokenizerTask[LMData]):
     """A text file -> `DecoderOnlyLM`; validated (and selected) by its loss."""
 
     command = "aiayn lm train"
+    model_type = DecoderOnlyLM.model_type
 
     def check_config(self, config: RunConfig) -> None:
         """`check_lm_config`, and the text file stored by its resolved path (so that a resume

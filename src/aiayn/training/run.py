@@ -24,6 +24,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import platform
+import shlex
 import sys
 from collections.abc import Iterator
 from functools import partial
@@ -33,12 +35,15 @@ from typing import Any, NamedTuple
 import torch
 
 from aiayn.errors import AiaynError, ConfigError
+from aiayn.export.hf_import import is_aiayn_model_dir
 from aiayn.files import atomic_write_text
+from aiayn.model_card import write_model_card
 from aiayn.model_dir import load_model, meta_model
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
 from aiayn.training.distributed import DistContext, broadcast_object, distributed_session, rank_device
+from aiayn.training.init_from import MODEL_CLASSES, InitSource, freeze
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
 from aiayn.training.regularisation import choose_dropout, take_auto_dropout
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
@@ -93,11 +98,46 @@ def hold_run_dir(run_dir: Path, resume: bool, overwrite: bool, dist: DistContext
         yield
 
 
-def shared_data(
+def resolve_init(
     task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext
+) -> InitSource | None:
+    """`train.init_from` resolved on every rank (rank 0 imports a Transformers source into the
+    run directory; the others read what it wrote), and checked against the task and config.
+    On resume the architecture is the run directory's own model, when one was saved."""
+    source = config.train.init_from
+    if source is None:
+        return None
+    init, failure = None, None
+    if dist.is_main:
+        try:
+            saved = resume and is_aiayn_model_dir(run_dir)
+            init = InitSource.resolve(str(run_dir) if saved else source, run_dir)
+        except AiaynError as error:
+            failure = str(error)
+    directory, failure = broadcast_object((str(init.directory) if init else None, failure), dist)
+    if failure is not None:
+        raise ConfigError(failure)
+    init = init or InitSource.resolve(directory, run_dir)
+    init.source = source
+    init.check_task(task.model_type, task.command)
+    init.check_data_tokenizer(config.data.tokenizer)
+    init.model_config(config.model.overrides)  # a contradicting model.* key fails before any work
+    return init
+
+
+def shared_data(
+    task: Task[TokenizerT, DataT],
+    config: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    dist: DistContext,
+    init: InitSource | None = None,
 ) -> DataT:
     """The task's data, encoded alike on every rank: with the run directory's tokenizer on
-    resume, else with the tokenizer that rank 0 trains or loads and sends to the others."""
+    resume, the source model's with `--init-from`, else with the tokenizer that rank 0 trains
+    or loads and sends to the others."""
+    if init is not None:  # the source's vocabulary as-is (on resume: the run directory's model)
+        return task.prepare_data(config.data, task.model_tokenizer(init.directory, init.specials))
     if resume:
         return task.prepare_data(config.data, task.load_tokenizer(run_dir, config.data.special_tokens))
     data = task.prepare_data(config.data, None) if dist.is_main else None
@@ -112,7 +152,8 @@ def _train_and_report(
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
     tune_for_training()
-    data = shared_data(task, config, run_dir, resume, dist)
+    init = resolve_init(task, config, run_dir, resume, dist)
+    data = shared_data(task, config, run_dir, resume, dist, init)
     tokenizer = task.tokenizer(data)
 
     def save_tokenizer(directory: Path) -> None:
@@ -121,6 +162,8 @@ def _train_and_report(
     if dist.is_main and not resume:
         save_tokenizer(run_dir)
     def build_model() -> torch.nn.Module:
+        if init is not None:
+            return init.build(MODEL_CLASSES[task.model_type](), config.model.overrides)
         return task.build_model(config, data)
 
     auto_dropout = take_auto_dropout(config)  # `model.dropout: auto`, chosen once the model fits
@@ -137,8 +180,13 @@ def _train_and_report(
         measured_precision = choice.precision if config.train.precision == "auto" else ""
         torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
     model = build_model()
-    params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
+    trainable, params = freeze(model, config.train.freeze)
+    if init is not None:
+        log.info("model: from %s, %s parameters", init.source, f"{params:,}")
+    else:
+        log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
+    log.info("trainable parameters: %s of %s%s", f"{trainable:,}", f"{params:,}",
+             f" (frozen: {', '.join(config.train.freeze)})" if config.train.freeze else "")
     trainer = Trainer(
         config,
         model,
@@ -159,12 +207,30 @@ def _train_and_report(
         "params": params,
         "precision": trainer.precision,  # what train.precision 'auto' chose, or the one set
         "final_lr": trainer.optimizer.param_groups[0]["lr"],  # the rate of the last step
+        "trainable_params": trainable,
+        "init_from": config.train.init_from,
+        "freeze": list(config.train.freeze),
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "cpu_model": cpu_model(),
+        "gpu": torch.cuda.get_device_name(trainer.device) if trainer.device.type == "cuda" else None,
     }
     if dist.is_main:
         best = load_model(run_dir, device=trainer.device)
         results |= task.final_results(best, config, data, state)
         atomic_write_text(run_dir / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
+        write_model_card(run_dir)
     return results
+
+
+def cpu_model() -> str:
+    """The processor's name (for results.json and the model card)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def describe_model_settings(config: RunConfig) -> str:

@@ -137,7 +137,7 @@ class Trainer(Generic[BatchT]):
         self.cadence = Cadence(train.eval_every)
         self.validated_step: int | None = None  # the step of this session's last validation
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(),
+            [p for p in self.model.parameters() if p.requires_grad],  # frozen ones: no state (train.freeze)
             lr=0.0,
             betas=(train.adam_beta1, train.adam_beta2),
             eps=train.adam_eps,

@@ -16,6 +16,7 @@ from typing import Any
 from torch import Tensor, nn
 
 from aiayn.data.batching import Batch
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Names, TokenizerPair
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import DataConfig, RunConfig
@@ -82,6 +83,7 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
     """Sentence pairs -> `Transformer`; validated by loss, BLEU and exact match."""
 
     command = "aiayn train"
+    model_type = Transformer.model_type
     metrics = (BLEU, EXACT_MATCH)
 
     def prepare_data(self, data: DataConfig, tokenizer: TokenizerPair | None) -> PreparedData:
@@ -95,6 +97,9 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
 
     def save_tokenizer(self, tokenizer: TokenizerPair, directory: Path) -> None:
         tokenizer.save(directory)
+
+    def model_tokenizer(self, directory: Path, specials: SpecialTokens) -> TokenizerPair:
+        return TokenizerPair.load(directory, specials)
 
     def build_model(self, config: RunConfig, data: PreparedData) -> Transformer:
         """A fresh encoder-decoder for the data's vocabularies."""
