@@ -135,7 +135,8 @@ class InitSource:
         kwargs = {k: v for k, v in self.model_json.items()
                   if k not in ("format_version", "model_type", "config")}
         model = model_class(self.model_config(overrides), **kwargs)
-        load_weights(model, self.directory / WEIGHTS_FILE)
+        if not next(model.parameters()).is_meta:  # a layout (`meta_model`) needs no weights
+            load_weights(model, self.directory / WEIGHTS_FILE)
         return model
 
 
