@@ -10,7 +10,7 @@ import argparse
 from pathlib import Path
 
 from aiayn.errors import ConfigError
-from aiayn.training.config import load_config
+from aiayn.training.config import RunConfig, load_config
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
 
@@ -65,6 +65,16 @@ def init_from_override(args: argparse.Namespace) -> list[str]:
     return [*args.overrides, f"train.init_from={args.init_from}"]
 
 
+def without_default_model(config: RunConfig, args: argparse.Namespace) -> RunConfig:
+    """With `--init-from` and no CONFIG, the built-in config's model section does not apply (the
+    settings come from the source); `--set model.KEY=...` still does, and is checked against it."""
+    if getattr(args, "init_from", None) and not args.config:
+        keys = [o.split("=", 1)[0].strip() for o in args.overrides]
+        given = {key[len("model."):] for key in keys if key.startswith("model.")}
+        config.model.overrides = {k: v for k, v in config.model.overrides.items() if k in given}
+    return config
+
+
 def run(args: argparse.Namespace) -> int:
     from aiayn.training.run import train_in_session
     from aiayn.translation.task import TRANSLATION_TASK
@@ -75,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         run_dir = args.out or default_run_dir(args.config)
-        config = load_config(args.config, init_from_override(args))
+        config = without_default_model(load_config(args.config, init_from_override(args)), args)
     session = train_in_session(
         TRANSLATION_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )

@@ -44,6 +44,7 @@ from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
 from aiayn.training.distributed import DistContext, broadcast_object, distributed_session, rank_device
 from aiayn.training.init_from import MODEL_CLASSES, InitSource, freeze
+from aiayn.training.loss import validation_loss
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
 from aiayn.training.regularisation import choose_dropout, take_auto_dropout
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
@@ -201,12 +202,20 @@ def _train_and_report(
         command=task.command,
     )
     trainer.state.precision = measured_precision  # kept by `fit` (a resumed run's checkpoint has its own)
+    initial = {}
+    if init is not None and not resume and data.valid is not None and len(data.valid):
+        # where fine-tuning starts: the source model's validation loss on this run's data
+        loss = validation_loss(trainer.model, data.valid, config.train.batch_tokens, trainer.device, "fp32",
+                               task.loss)
+        log.info("validation loss of %s before training: %.4f", init.source, loss)
+        initial = {"init_val_loss": loss}
     state = trainer.fit(resume=resume)
     release_free_memory()  # the training step's heap, before the final evaluation's
     results = summary(state, trainer.clock.elapsed_s(), task.target_unit) | {
         "params": params,
         "precision": trainer.precision,  # what train.precision 'auto' chose, or the one set
         "final_lr": trainer.optimizer.param_groups[0]["lr"],  # the rate of the last step
+        **initial,
         "trainable_params": trainable,
         "init_from": config.train.init_from,
         "freeze": list(config.train.freeze),
