@@ -95,7 +95,8 @@ def card_fields(directory: str | Path, source: str | None = None) -> dict[str, A
         "train_minutes": results.get("train_minutes"),
         "command": results.get("command"),
         "weights_from": (
-            source or extra.get("init_from") or extra.get("imported_from") or "random initialisation"
+            source or extra.get("averaged_from") or extra.get("init_from") or extra.get("imported_from")
+            or "random initialisation"
         ),
     }
 
@@ -153,10 +154,11 @@ def render_card(fields: dict[str, Any], name: str, hub: bool = False) -> str:
 
 
 def write_model_card(directory: str | Path, source: str | None = None, hub: bool = False,
-                     fields: dict[str, Any] | None = None) -> Path:
-    """Write (atomically) `directory/README.md` from the directory's own files."""
+                     fields: dict[str, Any] | None = None, name: str | None = None) -> Path:
+    """Write (atomically) `directory/README.md` from the directory's own files (or `fields`,
+    those of another directory: an export's source); `name` titles it (default: the directory's)."""
     directory = Path(directory)
     fields = fields or card_fields(directory, source)
     path = directory / CARD_FILE
-    atomic_write_text(path, render_card(fields, directory.name.lstrip(".").split(".")[0] or "model", hub))
+    atomic_write_text(path, render_card(fields, name or directory.name or "model", hub))
     return path

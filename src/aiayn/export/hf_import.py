@@ -234,7 +234,7 @@ def import_huggingface(source: str | Path, out: str | Path, overwrite: bool = Fa
     with output_directory(out, overwrite) as tmp:
         model.save_pretrained(tmp)
         tokenizers.save(tmp)
-        write_model_card(tmp, source=str(source))
+        write_model_card(tmp, source=str(source), name=Path(out).name)
     log.info("wrote %s (%s from %s)", out, type(model).__name__, source)
     return Path(out)
 

@@ -45,6 +45,7 @@ from aiayn.export.hf_mapping import (
 from aiayn.export.hf_tokenizer import save_hf_tokenizers
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
+from aiayn.model_card import card_fields, write_model_card
 
 log = logging.getLogger(__name__)
 
@@ -70,8 +71,30 @@ def export_huggingface(model_dir: str | Path, out: str | Path, overwrite: bool =
             model.generation_config = generation
             model.save_pretrained(tmp)
             save_hf_tokenizers(source, tmp)
+            # the source's card, with the Hub's metadata header (language, tags, metrics)
+            write_model_card(tmp, hub=True, fields=card_fields(source.directory), name=Path(out).name)
     log.info("wrote %s (%s)", out, type(model).__name__)
     return Path(out)
+
+
+def push_to_hub(directory: str | Path, repo_id: str, private: bool = False) -> str:
+    """Upload an exported directory to the Hugging Face Hub as `repo_id` (created if needed);
+    its URL. Without network (or a token), a `ConfigError` of one line."""
+    require("huggingface_hub", "--push-to-hub")
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        commit = api.upload_folder(folder_path=str(directory), repo_id=repo_id,
+                                   commit_message="Upload aiayn model (aiayn export huggingface)")
+    except Exception as error:  # offline, no token, no permission: one line
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError(
+            f"--push-to-hub {repo_id}: the upload failed ({type(error).__name__}: {detail[:200]}); "
+            f"the model is in {directory}"
+        ) from None
+    return str(getattr(commit, "repo_url", None) or f"https://huggingface.co/{repo_id}")
 
 
 @contextlib.contextmanager
