@@ -50,6 +50,7 @@ from aiayn.training.regularisation import choose_dropout, take_auto_dropout
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
+from aiayn.training.trackers import check_trackers
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,7 @@ def run_task(
     dist = dist or DistContext()
     run_dir = Path(run_dir)
     task.check_config(config)
+    check_trackers(config.train.report_to)  # a tracker not installed: before any work
     find_metric(config.train.validation_metric, task.metrics)  # fail before any work
     with hold_run_dir(run_dir, resume, overwrite, dist), log_to_file(run_dir, enabled=dist.is_main):
         return _train_and_report(task, config, run_dir, resume, dist)

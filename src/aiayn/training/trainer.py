@@ -67,6 +67,7 @@ from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import train_learning_rate
 from aiayn.training.state import StopRequested, TrainState, out_of_budget
 from aiayn.training.task import BatchT, Evaluate, LossFn, Metric, SaveExtra, find_metric
+from aiayn.training.trackers import open_trackers
 
 log = logging.getLogger(__name__)
 
@@ -370,7 +371,12 @@ class Trainer(Generic[BatchT]):
         self.precision = self.state.precision = choose_precision(
             train, self.state.precision, self.model, self.train_data, self.loss_fn, self.device, self.dist
         )
-        self.metrics = MetricsLog(self.run_dir, self.state.step if resume else None, enabled=self.is_main)
+        trackers = []
+        if self.is_main:
+            trackers = open_trackers(train.report_to, self.run_dir, self.config.to_dict(), resume)
+        self.metrics = MetricsLog(
+            self.run_dir, self.state.step if resume else None, enabled=self.is_main, trackers=trackers
+        )
         if self.is_main:
             atomic_write_text(self.run_dir / CONFIG_FILE, self.config.to_yaml())
         log.info(
@@ -436,6 +442,7 @@ class Trainer(Generic[BatchT]):
         finally:
             self.clock.stop()
             bar.close()
+            self.metrics.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return self.state
