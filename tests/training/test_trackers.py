@@ -24,7 +24,7 @@ def test_tensorboard_writes_event_files(tmp_path):
 
     accumulator = EventAccumulator(str(tmp_path / "run" / "tensorboard"))
     accumulator.Reload()
-    assert {"train/loss", "valid/loss"} <= set(accumulator.Tags()["scalars"])
+    assert {"train/loss", "val/loss"} <= set(accumulator.Tags()["scalars"])
 
 
 def test_wandb_offline_writes_its_run_files(tmp_path, monkeypatch):
