@@ -119,3 +119,17 @@ def test_a_language_model_is_not_a_translation_source(tmp_path, capsys):
     config = _write_config(tmp_path / "c.yaml", max_steps=1)
     assert main(["train", config, "--out", str(tmp_path / "z"), "--init-from", str(tmp_path / "lm")]) == 2
     assert "holds a 'decoder_only' model" in capsys.readouterr().err
+
+
+def test_tokenizer_larger_than_the_model_is_refused_naming_the_file(source_run, tmp_path, capsys):
+    import shutil
+
+    from aiayn.data import Tokenizer
+
+    shutil.copytree(source_run, tmp_path / "src", ignore=shutil.ignore_patterns("checkpoints"))
+    Tokenizer.train("char", ["abcdefghijklmnopqrstuvwxyz0123456789 ABCDEFGHIJKLMNOPQRSTUVWXYZ!?.,;:"]).save(
+        tmp_path / "src" / "tokenizer.json")
+    config = _write_config(tmp_path / "c.yaml", max_steps=1)
+    assert main(["train", config, "--out", str(tmp_path / "w"), "--init-from", str(tmp_path / "src")]) == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "tokenizer.json" in error and "has no row in the source embedding of" in error, error

@@ -107,6 +107,14 @@ class InitSource:
                 "source model; drop data.tokenizer"
             )
 
+    def check_tokenizer(self, tokenizer: Any) -> None:
+        """The source's tokenizer(s) must fit its embeddings (`DataError` naming the file)."""
+        source, target = (tokenizer.source, tokenizer.target) if hasattr(tokenizer, "source") else (
+            tokenizer, tokenizer)
+        if self.model_type == "transformer":
+            source.check_fits(self.config.src_vocab_size, f"the source embedding of {self.source}")
+        target.check_fits(self.config.tgt_vocab_size, f"the embedding of {self.source}")
+
     def model_config(self, overrides: dict[str, Any]) -> ModelConfig:
         """The source's settings; a `model.*` key of the run config that contradicts one is a
         `ConfigError` naming it (the dropouts may change)."""

@@ -140,7 +140,9 @@ def shared_data(
     resume, the source model's with `--init-from`, else with the tokenizer that rank 0 trains
     or loads and sends to the others."""
     if init is not None:  # the source's vocabulary as-is (on resume: the run directory's model)
-        return task.prepare_data(config.data, task.model_tokenizer(init.directory, init.specials))
+        tokenizer = task.model_tokenizer(init.directory, init.specials)
+        init.check_tokenizer(tokenizer)
+        return task.prepare_data(config.data, tokenizer)
     if resume:
         return task.prepare_data(config.data, task.load_tokenizer(run_dir, config.data.special_tokens))
     data = task.prepare_data(config.data, None) if dist.is_main else None
