@@ -229,3 +229,22 @@ def test_cli_refuses_what_it_cannot_represent(imported, tmp_path, capsys):
     assert not (tmp_path / "out").exists()
     with pytest.raises(ConfigError, match="Hugging Face Hub"):
         import_huggingface("nobody-xyz/not-a-model", tmp_path / "hub")
+
+
+def test_imported_model_exports_to_ctranslate2(imported, tmp_path):
+    """What an imported OPUS-MT model needs (swish, logits bias, <pad> start) goes to CTranslate2 too."""
+    import ctranslate2
+
+    from aiayn.export import export_ctranslate2
+
+    root, _, _, model, tokenizers = imported
+    c = model.config
+    export_ctranslate2(root / "ours", tmp_path / "ct2")
+    src = _source_batch(tokenizers, c.eos_id, c.pad_id)
+    ours = greedy_search(model, src, max_steps=STEPS).tokens
+    translator = ctranslate2.Translator(str(tmp_path / "ct2"), device="cpu", intra_threads=1)
+    pieces = [tokenizers.source.tokens(s) for s in SENTENCES]
+    results = translator.translate_batch(pieces, beam_size=1, max_decoding_length=STEPS,
+                                         suppress_sequences=[[tokenizers.target.id_to_token(c.pad_id)]])
+    theirs = [[tokenizers.target.vocab[t] for t in r.hypotheses[0]] for r in results]
+    assert ours == theirs
