@@ -1,4 +1,7 @@
-"""`aiayn train [CONFIG] [--out RUN_DIR | --resume RUN_DIR] [--set section.key=value ...]`.
+"""`aiayn train [CONFIG] [--out RUN_DIR | --resume RUN_DIR] [--init-from SOURCE] [--set KEY=VALUE ...]`.
+
+`--init-from SOURCE` starts from a trained model (fine-tuning; `aiayn.training.init_from`),
+here and in `aiayn lm train` / `aiayn classify train`.
 
 Under `torchrun --nproc_per_node=N -m aiayn train ...` the N processes train one model with
 DistributedDataParallel (see `aiayn.training.distributed`); rank 0 prints and writes.

@@ -202,8 +202,9 @@ def load_mapped(model: nn.Module, rules: list[Rule], theirs: dict[str, torch.Ten
     if unused:
         raise ConfigError(f"aiayn cannot represent the tensor {unused[0]!r} (no counterpart in its model)")
     covered = {id(p) for name, p in model.state_dict(keep_vars=True).items() if name in state}
+    buffers = {name for name, _ in model.named_buffers()}
     for name, tensor in model.state_dict(keep_vars=True).items():
-        if id(tensor) not in covered and name not in {n for n, _ in model.named_buffers()}:
+        if id(tensor) not in covered and name not in buffers:
             raise RuntimeError(f"internal mapping error: {name} is not given by the mapping")
     with torch.no_grad():
         params = dict(model.state_dict(keep_vars=True))

@@ -174,7 +174,7 @@ MODEL_CLASSES = {"transformer": _transformer, "decoder_only": _decoder_only, "en
 GROUP_HELP = "embeddings, encoder, decoder, encoder.layers.0-2, decoder.layers.5, output_projection, ..."
 
 
-def _prefixes(group: str, names: list[str]) -> list[str]:
+def _prefixes(group: str) -> list[str]:
     """The parameter-name prefixes a freeze group stands for."""
     if group == "embeddings":
         return ["src_embedding.", "tgt_embedding.", "embedding.", "src_positional.", "tgt_positional.",
@@ -199,7 +199,7 @@ def freeze(model: nn.Module, groups: list[str]) -> tuple[int, int]:
     named = dict(model.named_parameters(remove_duplicate=False))
     names = list(named)
     for group in groups:
-        prefixes = _prefixes(group, names)
+        prefixes = _prefixes(group)
         missing = [p for p in prefixes if ".layers." in p and not any(n.startswith(p) for n in names)]
         matched = [n for n in names if any(n.startswith(p) for p in prefixes)]
         if not matched or (missing and ".layers." in group):

@@ -42,6 +42,7 @@ from torch import nn
 from aiayn.data.batching import BatchedDataset
 from aiayn.errors import TrainingError
 from aiayn.files import atomic_write_text
+from aiayn.model_card import write_model_card
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
 from aiayn.training.clock import Timer, TrainClock
 from aiayn.training.config import RunConfig
@@ -329,6 +330,7 @@ class Trainer(Generic[BatchT]):
             self.model.save_pretrained(self.run_dir)
             if self.save_extra is not None:
                 self.save_extra(self.run_dir)
+            write_model_card(self.run_dir)  # complete at the end (results.json), current meanwhile
 
     # -------------------------------------------------------------- the loop
     def progress(self, elapsed_s: float) -> float | None:
