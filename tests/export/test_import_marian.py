@@ -248,3 +248,50 @@ def test_imported_model_exports_to_ctranslate2(imported, tmp_path):
                                          suppress_sequences=[[tokenizers.target.id_to_token(c.pad_id)]])
     theirs = [[tokenizers.target.vocab[t] for t in r.hypotheses[0]] for r in results]
     assert ours == theirs
+
+
+def test_imported_model_translates_with_aiayn_load(imported):
+    """Decoding with the SentencePiece pair: `aiayn.load(DIR).translate` gives the greedy ids' text."""
+    import aiayn
+
+    root, _, _, model, tokenizers = imported
+    c = model.config
+    ours = greedy_search(model, _source_batch(tokenizers, c.eos_id, c.pad_id), max_len_extra=5).tokens
+    translations = aiayn.load(root / "ours", "cpu").translate(SENTENCES, beam=1, max_len_extra=5)
+    assert translations == [tokenizers.target.decode(ids) for ids in ours]
+
+
+def test_fine_tune_an_opus_mt_directory(imported, tmp_path):
+    """`aiayn train --init-from` a Transformers Marian directory: imported into the run, trained
+    with its SentencePiece pair, decoding started with <pad>, its logits bias trained."""
+    import yaml
+
+    root = imported[0]
+    pairs = [("the small cat", "die katze"), ("a big dog today", "der hund heute"),
+             ("the red house", "das haus")]
+    for split in ("train", "valid"):
+        (tmp_path / f"{split}.src").write_text("".join(s + "\n" for s, _ in pairs))
+        (tmp_path / f"{split}.tgt").write_text("".join(t + "\n" for _, t in pairs))
+    files = {f"{split}_{side}": str(tmp_path / f"{split}.{side}") for split in ("train", "valid")
+             for side in ("src", "tgt")}
+    config = {
+        "data": {"task": "files", **files},
+        "model": {"dropout": 0.0},
+        "train": {"max_steps": 2, "eval_every": 2, "batch_tokens": 200, "precision": "fp32", "threads": 1,
+                  "progress_bar": False, "bleu_max_sentences": 3, "bleu_beam": 1, "warmup": 1, "lr": 1e-4,
+                  "freeze": ["encoder.layers.0-5"]},
+    }
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(config))
+    out = tmp_path / "run"
+    args = ["--init-from", str(root / "opus-mt"), "--out", str(out)]
+    assert main(["train", str(tmp_path / "c.yaml"), *args]) == 0
+    results = json.loads((out / "results.json").read_text())
+    assert results["steps"] == 2 and results["init_val_loss"] > 0
+    for name in ("source.spm", "target.spm", "vocab.json", "README.md"):
+        assert (out / name).is_file(), name
+    tuned = load_model(out)
+    assert tuned.config.bos_id == tuned.config.pad_id and tuned.config.output_bias
+    before = load_model(root / "ours").state_dict()
+    assert torch.equal(tuned.state_dict()["encoder.layers.0.feed_forward.linear1.weight"],
+                       before["encoder.layers.0.feed_forward.linear1.weight"])  # frozen
+    assert not torch.equal(tuned.state_dict()["output_projection.bias"], before["output_projection.bias"])
