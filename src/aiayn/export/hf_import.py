@@ -252,6 +252,11 @@ def _import_marian(directory: Path) -> tuple[nn.Module, TokenizerPair]:
     from aiayn.data.sentencepiece_tokenizer import MARIAN_VOCAB, has_marian_pair, load_marian_pair, read_vocab
     from aiayn.model.transformer import Transformer
 
+    if (directory / "target_vocab.json").is_file():
+        raise ConfigError(
+            f"{directory}: aiayn cannot represent separate_vocabs (target_vocab.json): its "
+            "SentencePiece pair shares one vocab.json"
+        )
     spm = has_marian_pair(directory)
     if not spm and not (directory / "tokenizer.json").is_file():
         raise ConfigError(
@@ -313,7 +318,11 @@ def _import_gpt2(directory: Path) -> tuple[nn.Module, TokenizerPair]:
     config = gpt2_config(hf_config)
     with _quiet():
         hf_model = GPT2LMHeadModel.from_pretrained(directory).eval()
-        fast = AutoTokenizer.from_pretrained(directory)
+        try:
+            fast = AutoTokenizer.from_pretrained(directory)
+        except (OSError, ValueError, TypeError) as error:
+            detail = str(error).splitlines()[0][:200] if str(error) else type(error).__name__
+            raise ConfigError(f"{directory}: no readable tokenizer ({detail})") from None
     model = DecoderOnlyLM(config).eval()
     load_mapped(model, gpt2_rules(config), hf_model.state_dict(), None,
                 ignored=(".attn.bias", ".masked_bias"))
