@@ -125,6 +125,12 @@ class SentencePieceTokenizer(Tokenizer):
         unk = sp.unk_id()
         return SpecialTokens(pad, bos, eos, unk if unk >= 0 else None)
 
+    def fingerprint_bytes(self) -> bytes:
+        """Everything that decides the ids: the SentencePiece model and the vocabulary (for a
+        cache key such as the data store's; `Tokenizer.hf.to_str()` plays this part otherwise)."""
+        vocab = json.dumps(self.vocab, sort_keys=True, ensure_ascii=False).encode()
+        return self.processor.serialized_model_proto() + b"\0" + vocab + repr(self.specials).encode()
+
     def __getstate__(self) -> dict:
         return {"path": self.path, "vocab": self.vocab, "specials": self.specials, "origin": self.origin}
 
