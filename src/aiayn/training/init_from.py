@@ -115,6 +115,15 @@ class InitSource:
             source.check_fits(self.config.src_vocab_size, f"the source embedding of {self.source}")
         target.check_fits(self.config.tgt_vocab_size, f"the embedding of {self.source}")
 
+    def check_labels(self, labels: list[str] | None) -> None:
+        """A classifier's labels must be its source's, in the same order (one output each)."""
+        source_labels = self.config.extra.get("labels")
+        if labels is not None and source_labels is not None and list(labels) != list(source_labels):
+            raise ConfigError(
+                f"the data's labels {list(labels)} are not those of --init-from {self.source} "
+                f"({list(source_labels)}); a classifier keeps its output layer"
+            )
+
     def model_config(self, overrides: dict[str, Any]) -> ModelConfig:
         """The source's settings; a `model.*` key of the run config that contradicts one is a
         `ConfigError` naming it (the dropouts may change)."""

@@ -159,6 +159,8 @@ def _train_and_report(
     tune_for_training()
     init = resolve_init(task, config, run_dir, resume, dist)
     data = shared_data(task, config, run_dir, resume, dist, init)
+    if init is not None:
+        init.check_labels(getattr(data, "labels", None))
     tokenizer = task.tokenizer(data)
 
     def save_tokenizer(directory: Path) -> None:
