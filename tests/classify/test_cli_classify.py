@@ -98,7 +98,8 @@ def test_default_configs_are_valid():
 
 
 def test_train_init_from_a_classifier_and_refuse_other_labels(tmp_path, capsys):
-    lines = [f"{word} is {mood}\t{mood}" for word in ("this", "that", "it", "she") for mood in ("good", "bad")]
+    words, moods = ("this", "that", "it", "she"), ("good", "bad")
+    lines = [f"{word} is {mood}\t{mood}" for word in words for mood in moods]
     train = tmp_path / "train.tsv"
     train.write_text("\n".join(lines * 5) + "\n", encoding="utf-8")
     source = tmp_path / "source"
@@ -112,6 +113,6 @@ def test_train_init_from_a_classifier_and_refuse_other_labels(tmp_path, capsys):
     other = tmp_path / "other.tsv"
     other.write_text("this is fine\tfine\nthat is ok\tok\n" * 5, encoding="utf-8")
     capsys.readouterr()
-    args = ["classify", "train", "--tsv", str(other), "--init-from", str(source), "--out", str(tmp_path / "x")]
-    assert main([*args, *steps]) == 2
+    args = ["--tsv", str(other), "--init-from", str(source), "--out", str(tmp_path / "x")]
+    assert main(["classify", "train", *args, *steps]) == 2
     assert "are not those of --init-from" in capsys.readouterr().err
