@@ -37,6 +37,7 @@ from aiayn.export.hf_mapping import (
 )
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
+from aiayn.model_dir import is_model_dir
 
 log = logging.getLogger(__name__)
 
@@ -46,16 +47,6 @@ SUPPORTED = ("marian", "gpt2")
 
 _ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "gelu_pytorch_tanh": "gelu_new",
                 "swish": "swish", "silu": "swish"}
-
-
-def is_aiayn_model_dir(path: str | Path) -> bool:
-    """Whether `path` is an aiayn model directory (its `config.json` has a `config` section)."""
-    config = Path(path) / "config.json"
-    try:
-        data = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(data, dict) and "config" in data and "model_type" in data
 
 
 def hf_model_type(path: Path) -> str | None:
@@ -220,7 +211,7 @@ def import_huggingface(source: str | Path, out: str | Path, overwrite: bool = Fa
     require("transformers", "aiayn import huggingface")
     directory = resolve_source(source)
     model_type = hf_model_type(directory)
-    if is_aiayn_model_dir(directory):
+    if is_model_dir(directory):
         raise ConfigError(f"SOURCE {source} is already an aiayn model directory")
     if model_type not in SUPPORTED:
         raise ConfigError(

@@ -31,7 +31,7 @@ from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.model.config import ModelConfig
-from aiayn.model_dir import WEIGHTS_FILE, load_weights, read_model_json
+from aiayn.model_dir import WEIGHTS_FILE, is_model_dir, load_weights, read_model_json
 
 log = logging.getLogger(__name__)
 
@@ -62,21 +62,16 @@ class InitSource:
     @classmethod
     def resolve(cls, source: str, run_dir: Path) -> InitSource:
         """Read SOURCE; a Transformers directory or Hub name is imported into `run_dir`."""
-        from aiayn.export.hf_import import (
-            hf_model_type,
-            import_huggingface,
-            is_aiayn_model_dir,
-            resolve_source,
-        )
-
         path = Path(source)
-        if path.is_dir() and is_aiayn_model_dir(path):
+        if path.is_dir() and is_model_dir(path):
             directory = path
-        elif path.exists() and not (path.is_dir() and hf_model_type(path)):
-            raise ConfigError(
-                f"--init-from {source}: not a model directory (no aiayn or Transformers config.json)"
-            )
-        else:
+        else:  # a Transformers checkpoint, imported by the code of `aiayn import huggingface`
+            from aiayn.export.hf_import import hf_model_type, import_huggingface, resolve_source
+
+            if path.exists() and not (path.is_dir() and hf_model_type(path)):
+                raise ConfigError(
+                    f"--init-from {source}: not a model directory (no aiayn or Transformers config.json)"
+                )
             resolve_source(source, "--init-from")  # an offline Hub name fails here, in one line
             directory = import_huggingface(source, run_dir / IMPORT_DIR, overwrite=True)
         try:

@@ -35,10 +35,9 @@ from typing import Any, NamedTuple
 import torch
 
 from aiayn.errors import AiaynError, ConfigError
-from aiayn.export.hf_import import is_aiayn_model_dir
 from aiayn.files import atomic_write_text
 from aiayn.model_card import write_model_card
-from aiayn.model_dir import load_model, meta_model
+from aiayn.model_dir import is_model_dir, load_model, meta_model
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
@@ -113,7 +112,7 @@ def resolve_init(
     init, failure = None, None
     if dist.is_main:
         try:
-            saved = resume and is_aiayn_model_dir(run_dir)
+            saved = resume and is_model_dir(run_dir)
             init = InitSource.resolve(str(run_dir) if saved else source, run_dir)
         except AiaynError as error:
             failure = str(error)
