@@ -58,3 +58,14 @@ def test_not_a_sentencepiece_file(tmp_path):
     (tmp_path / "bad.model").write_text("not a model")
     with pytest.raises(DataError, match=r"bad\.model: not a SentencePiece model"):
         Tokenizer.load(tmp_path / "bad.model")
+
+
+def test_fingerprint_changes_with_the_model_or_the_ids(model_file, tmp_path):
+    tokenizer = Tokenizer.load(model_file)
+    assert tokenizer.fingerprint_bytes() == Tokenizer.load(model_file).fingerprint_bytes()
+    prefix = tmp_path / "other"
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(TEXTS * 5), model_prefix=str(prefix), vocab_size=30, hard_vocab_limit=False,
+        character_coverage=1.0, minloglevel=2, num_threads=1,
+    )
+    assert Tokenizer.load(prefix.with_suffix(".model")).fingerprint_bytes() != tokenizer.fingerprint_bytes()
