@@ -36,6 +36,7 @@ FREE_TEXT = {
     ("data", "tokenizer"): "a kind, a tokenizer.json path or a Hub name (checked when it is made)",
     ("train", "device"): "'auto', 'cpu', 'cuda:1'... (checked by torch when it is resolved)",
     ("train", "validation_metric"): "the task's metrics (checked against the task)",
+    ("train", "init_from"): "a model directory or a Hub name (checked when the run starts)",
 }
 """String fields that take any text (file paths aside), and why they have no choices."""
 

@@ -65,6 +65,16 @@ def read_model_json(directory: str | Path) -> dict[str, Any]:
     return data
 
 
+def is_model_dir(path: str | Path) -> bool:
+    """Whether `path` is an aiayn model directory (its `config.json` has a `config` section,
+    which a Hugging Face `config.json` has not)."""
+    try:
+        data = json.loads((Path(path) / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and "config" in data and "model_type" in data
+
+
 @dataclass(frozen=True)
 class StoredTensor:
     """A tensor as a safetensors header describes it."""

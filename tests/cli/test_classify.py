@@ -95,3 +95,24 @@ def test_default_configs_are_valid():
     config = load_config(DEFAULT_CONFIG)
     assert config.data.task == "brackets" and config.data.tokenizer == "char"
     assert load_config(TSV_CONFIG).data.task == "tsv"
+
+
+def test_train_init_from_a_classifier_and_refuse_other_labels(tmp_path, capsys):
+    words, moods = ("this", "that", "it", "she"), ("good", "bad")
+    lines = [f"{word} is {mood}\t{mood}" for word in words for mood in moods]
+    train = tmp_path / "train.tsv"
+    train.write_text("\n".join(lines * 5) + "\n", encoding="utf-8")
+    source = tmp_path / "source"
+    assert main(["classify", "train", "--tsv", str(train), "--out", str(source), *TINY]) == 0
+    tuned = tmp_path / "tuned"
+    steps = overrides({k: v for k, v in TINY_FIELDS.items() if k.startswith("train.")})
+    assert main(["classify", "train", "--tsv", str(train), "--init-from", str(source), "--out", str(tuned),
+                 *steps]) == 0
+    results = json.loads((tuned / "results.json").read_text())
+    assert results["init_from"] == str(source) and results["labels"] == ["bad", "good"]
+    other = tmp_path / "other.tsv"
+    other.write_text("this is fine\tfine\nthat is ok\tok\n" * 5, encoding="utf-8")
+    capsys.readouterr()
+    args = ["--tsv", str(other), "--init-from", str(source), "--out", str(tmp_path / "x")]
+    assert main(["classify", "train", *args, *steps]) == 2
+    assert "are not those of --init-from" in capsys.readouterr().err

@@ -15,7 +15,12 @@ import argparse
 from pathlib import Path
 
 from aiayn.cli.lm import CONFIGS, add_tokenizer_argument, load_task_config
-from aiayn.cli.train import add_run_arguments, check_resume_alone
+from aiayn.cli.train import (
+    add_run_arguments,
+    check_resume_alone,
+    init_from_override,
+    without_default_model,
+)
 from aiayn.errors import ConfigError
 from aiayn.training.config import load_config
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
@@ -81,7 +86,8 @@ def run_train(args: argparse.Namespace) -> int:
         name = args.config or (Path(f"classify-{Path(args.tsv).stem}") if args.tsv else DEFAULT_CONFIG)
         run_dir = args.out or default_run_dir(name)
         path = args.config or (TSV_CONFIG if args.tsv else DEFAULT_CONFIG)
-        config = load_task_config(path, {"task": "brackets"}, set_fields, args.overrides)
+        config = load_task_config(path, {"task": "brackets"}, set_fields, init_from_override(args))
+        config = without_default_model(config, args)
     session = train_in_session(
         CLASSIFY_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )

@@ -36,6 +36,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if name == "ctranslate2":
             target.add_argument("--quantization", choices=QUANTIZATIONS, default=None,
                                 help="weight type (default: float32)")
+        else:
+            target.add_argument("--push-to-hub", metavar="NAME",
+                                help="then upload OUT to the Hugging Face Hub as NAME (user/model)")
         target.set_defaults(func=run)
 
 
@@ -49,5 +52,9 @@ def run(args: argparse.Namespace) -> int:
         from aiayn.export.huggingface import export_huggingface
 
         out = export_huggingface(args.model, args.out, args.overwrite)
-        print(f"Hugging Face model written to {out}")
+        print(f"Hugging Face model written to {out} (model card: {out}/README.md)")
+        if args.push_to_hub:
+            from aiayn.export.huggingface import push_to_hub
+
+            print(f"uploaded to {push_to_hub(out, args.push_to_hub)}")
     return 0

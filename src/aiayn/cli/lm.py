@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.cli.arguments import bounded_int, device_option, finite_float
-from aiayn.cli.train import add_run_arguments, check_resume_alone
+from aiayn.cli.train import (
+    add_run_arguments,
+    check_resume_alone,
+    init_from_override,
+    without_default_model,
+)
 from aiayn.errors import ConfigError
 from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, load_config, read_yaml
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
@@ -120,7 +125,8 @@ def run_train(args: argparse.Namespace) -> int:
         set_fields = {"text_file": args.text} if args.text else {}
         if args.tokenizer:
             set_fields["tokenizer"] = args.tokenizer
-        config = load_task_config(path, {"task": "text"}, set_fields, args.overrides)
+        config = load_task_config(path, {"task": "text"}, set_fields, init_from_override(args))
+        config = without_default_model(config, args)
     session = train_in_session(
         LM_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )

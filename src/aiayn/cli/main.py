@@ -22,8 +22,8 @@ from aiayn.errors import AiaynError
 
 # Subcommand modules, in the order `aiayn --help` lists them.
 COMMAND_MODULES = [
-    "train", "prepare", "lm", "classify", "average", "translate", "evaluate", "score", "export", "demo",
-    "plot", "explore", "serve",
+    "train", "prepare", "lm", "classify", "average", "translate", "evaluate", "score", "export", "import_",
+    "demo", "plot", "explore", "serve",
 ]
 
 

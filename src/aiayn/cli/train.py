@@ -1,4 +1,7 @@
-"""`aiayn train [CONFIG] [--out RUN_DIR | --resume RUN_DIR] [--set section.key=value ...]`.
+"""`aiayn train [CONFIG] [--out RUN_DIR | --resume RUN_DIR] [--init-from SOURCE] [--set KEY=VALUE ...]`.
+
+`--init-from SOURCE` starts from a trained model (fine-tuning; `aiayn.training.init_from`),
+here and in `aiayn lm train` / `aiayn classify train`.
 
 Under `torchrun --nproc_per_node=N -m aiayn train ...` the N processes train one model with
 DistributedDataParallel (see `aiayn.training.distributed`); rank 0 prints and writes.
@@ -10,7 +13,7 @@ import argparse
 from pathlib import Path
 
 from aiayn.errors import ConfigError
-from aiayn.training.config import load_config
+from aiayn.training.config import RunConfig, load_config
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
 
@@ -32,6 +35,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resume", type=Path, metavar="RUN_DIR", help="continue this run directory")
     parser.add_argument("--overwrite", action="store_true", help="replace an existing --out directory")
     parser.add_argument(
+        "--init-from", metavar="SOURCE",
+        help="start from this model (weights, settings, tokenizer): an aiayn model directory, a Transformers "
+        "directory (MarianMTModel, GPT2LMHeadModel) or a Hub name; optimizer and schedule start fresh",
+    )
+    parser.add_argument(
         "--set",
         dest="overrides",
         action="append",
@@ -44,10 +52,30 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 def check_resume_alone(args: argparse.Namespace, *task_options: str) -> None:
     """`--resume RUN_DIR` reads its config and directory from RUN_DIR: refuse a CONFIG, --out,
     or any of `task_options` (attribute names of `args`) given beside it."""
-    given = [name for name in ("config", "out", *task_options) if getattr(args, name, None)]
+    given = [name for name in ("config", "out", "init_from", *task_options) if getattr(args, name, None)]
     if given:
         shown = ", ".join("CONFIG" if n == "config" else "--" + n.replace("_", "-") for n in given)
         raise ConfigError(f"--resume takes its config and directory from RUN_DIR; drop {shown}")
+
+
+def init_from_override(args: argparse.Namespace) -> list[str]:
+    """The `--set` overrides with `--init-from SOURCE` as `train.init_from` (kept in the run's
+    train_config.yaml, so that `--resume` finds it)."""
+    if not getattr(args, "init_from", None):
+        return list(args.overrides)
+    if any(o.strip().startswith("train.init_from=") for o in args.overrides):
+        raise ConfigError("give --init-from or --set train.init_from=..., not both")
+    return [*args.overrides, f"train.init_from={args.init_from}"]
+
+
+def without_default_model(config: RunConfig, args: argparse.Namespace) -> RunConfig:
+    """With `--init-from` and no CONFIG, the built-in config's model section does not apply (the
+    settings come from the source); `--set model.KEY=...` still does, and is checked against it."""
+    if getattr(args, "init_from", None) and not args.config:
+        keys = [o.split("=", 1)[0].strip() for o in args.overrides]
+        given = {key[len("model."):] for key in keys if key.startswith("model.")}
+        config.model.overrides = {k: v for k, v in config.model.overrides.items() if k in given}
+    return config
 
 
 def run(args: argparse.Namespace) -> int:
@@ -60,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         run_dir = args.out or default_run_dir(args.config)
-        config = load_config(args.config, args.overrides)
+        config = without_default_model(load_config(args.config, init_from_override(args)), args)
     session = train_in_session(
         TRANSLATION_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )

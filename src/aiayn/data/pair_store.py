@@ -63,9 +63,9 @@ class StoreSettings:
 
 
 def tokenizer_digest(tokenizers: TokenizerPair) -> str:
-    """sha256 of the tokenizers' JSON (both sides)."""
+    """sha256 of the tokenizers' fingerprints (both sides; SentencePiece included)."""
     sides = [tokenizers.source] if tokenizers.is_joint else [tokenizers.source, tokenizers.target]
-    return digest([side.hf.to_str() for side in sides])
+    return digest([side.fingerprint() for side in sides])
 
 
 def store_key(

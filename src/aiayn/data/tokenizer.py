@@ -32,6 +32,7 @@ as one joint vocabulary.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -126,12 +127,20 @@ class Tokenizer:
 
         Args:
             source: the file, a directory holding `tokenizer.json`, or (a `str`) a Hub name;
-                missing or not a tokenizer -> `DataError` naming it.
+                missing or not a tokenizer -> `DataError` naming it. A SentencePiece model
+                (`.model`, or a Marian `.spm` beside its `vocab.json`) is read by
+                `aiayn.data.sentencepiece_tokenizer`; so is the `tokenizer.model` that a model
+                directory keeps in place of a `tokenizer.json`.
             specials: its special ids, as a model directory's `config.json` stores them.
             names: without `specials`, the `data.special_tokens` mapping; the ids are then
                 found by the rules of `aiayn.data.special_tokens` (which may append a padding
                 token).
         """
+        from aiayn.data import sentencepiece_tokenizer as spm
+
+        sibling = Path(source).with_suffix(".model") if str(source).endswith(JOINT_FILE) else None
+        if spm.is_sentencepiece_file(source) or (sibling is not None and sibling.is_file()):
+            return spm.load_sentencepiece(sibling if sibling is not None else source, specials)
         hf, path = read_hf_tokenizer(source)
         origin = str(path) if path is not None else f"Hugging Face Hub tokenizer {str(source)!r}"
         return cls(hf, specials, path, names=names, origin=origin)
@@ -157,6 +166,11 @@ class Tokenizer:
             spec, tokenizer.vocab_size, specials.pad_id, specials.bos_id, specials.eos_id, specials.unk_id,
         )
         return tokenizer
+
+    def fingerprint(self) -> str:
+        """sha256 of everything that decides the ids (the tokenizer's JSON), for cache keys
+        such as the token store's."""
+        return hashlib.sha256(self.hf.to_str().encode()).hexdigest()
 
     def save(self, path: str | Path) -> None:
         """Write the tokenizer to the JSON file `path` atomically (parent directories are
@@ -247,7 +261,11 @@ class TokenizerPair:
         """The tokenizers of a translation model, as `data.tokenizer` names them
         (`Tokenizer.from_spec`): trained on both sides' texts (`joint`) or one per side, or
         one loaded tokenizer for both sides (one joint vocabulary, whatever `joint` says)."""
+        from aiayn.data import sentencepiece_tokenizer as spm
+
         trained = is_trained_kind(spec)
+        if not trained and spm.has_marian_pair(spec):  # OPUS-MT's source.spm + target.spm + vocab.json
+            return spm.load_marian_pair(spec)
         if not (trained or joint):
             log.warning(
                 "data.joint_vocab: false ignored: a loaded tokenizer serves both sides as one vocabulary"
@@ -266,8 +284,14 @@ class TokenizerPair:
     ) -> TokenizerPair:
         """Read the tokenizers saved by `save` from `directory`, with the special ids `specials`
         (a model directory's) or, without them, found as `Tokenizer.load` does."""
+        from aiayn.data import sentencepiece_tokenizer as spm
+
         directory = Path(directory)
+        if spm.has_marian_pair(directory):
+            return spm.load_marian_pair(directory, specials)
         joint = directory / JOINT_FILE
+        if (directory / "tokenizer.model").is_file():
+            joint = directory / "tokenizer.model"
         src, tgt = directory / SOURCE_FILE, directory / TARGET_FILE
         has_joint, has_pair = joint.is_file(), src.is_file() or tgt.is_file()
         if has_joint and has_pair:
@@ -289,8 +313,16 @@ class TokenizerPair:
         Files of the other layout left in `directory` by an earlier save are removed, so
         `load` is never ambiguous.
         """
+        from aiayn.data import sentencepiece_tokenizer as spm
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
+        if isinstance(self.source, spm.SentencePieceTokenizer):
+            if self.is_joint:
+                self.source.save(directory / "tokenizer.model")
+            else:
+                spm.save_marian_pair(self, directory)
+            return
         if self.is_joint:
             self.source.save(directory / JOINT_FILE)
             stale = [SOURCE_FILE, TARGET_FILE]

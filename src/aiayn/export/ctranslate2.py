@@ -102,7 +102,7 @@ def translation_spec(specs, source: ExportSource):
     )
     _set_stack(spec.encoder, weights, "encoder", "src", config, cross_attention=False)
     _set_stack(spec.decoder, weights, "decoder", "tgt", config, cross_attention=True)
-    spec.decoder.projection.weight = weights["output_projection.weight"]
+    _set_projection(spec.decoder.projection, weights, config)
 
     tokenizers = source.tokenizers
     src_tokens = vocabulary(tokenizers.source, config.src_vocab_size, "source")
@@ -127,7 +127,7 @@ def language_model_spec(specs, source: ExportSource):
         activation=_activation(specs, config),
     )
     _set_stack(spec.decoder, weights, "decoder", "", config, cross_attention=False)
-    spec.decoder.projection.weight = weights["output_projection.weight"]
+    _set_projection(spec.decoder.projection, weights, config)
     tokens = vocabulary(source.tokenizers.target, config.tgt_vocab_size, "language model")
     spec.register_vocabulary(tokens)
     _set_special_tokens(spec.config, config, tokens, tokens)
@@ -141,9 +141,20 @@ def _weights(source: ExportSource) -> dict[str, torch.Tensor]:
 
 
 def _activation(specs, config: ModelConfig):
-    # F.gelu is the exact (erf) GELU, CTranslate2's GELU; GELUTanh would be an approximation.
+    # F.gelu is the exact (erf) GELU, CTranslate2's GELU; gelu_new is its tanh approximation
+    # (GELUTanh), swish is SiLU (SWISH), as Marian models use.
     Activation = specs.common_spec.Activation
-    return Activation.RELU if config.activation == "relu" else Activation.GELU
+    return {
+        "relu": Activation.RELU, "gelu": Activation.GELU, "gelu_new": Activation.GELUTanh,
+        "swish": Activation.SWISH,
+    }[config.activation]
+
+
+def _set_projection(projection, weights: dict[str, torch.Tensor], config: ModelConfig) -> None:
+    """The pre-softmax projection, with its bias (`ModelConfig.output_bias`, Marian's) if any."""
+    projection.weight = weights["output_projection.weight"]
+    if config.output_bias:
+        projection.bias = weights["output_projection.bias"]
 
 
 def _set_special_tokens(
@@ -179,7 +190,7 @@ def _set_stack(spec, weights, stack: str, side: str, config: ModelConfig, cross_
     positional = f"{side}_positional" if side else "positional"
     embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
     embeddings.weight = weights[f"{embedding}.embedding.weight"]
-    spec.scale_embeddings = True  # x sqrt(d_model), Sec. 3.4
+    spec.scale_embeddings = config.scale_embedding  # x sqrt(d_model), Sec. 3.4 (GPT-2 layout: off)
     spec.position_encodings.encodings = _position_table(weights, positional, config)
     if config.norm_first:
         _set_norm(spec.layer_norm, weights, f"{stack}.final_norm")

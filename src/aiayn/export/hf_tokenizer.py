@@ -19,6 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from aiayn.data.tokenizer import Tokenizer
+from aiayn.errors import ConfigError
 from aiayn.export.common import ExportSource
 from aiayn.model.config import ModelConfig
 
@@ -57,6 +58,20 @@ def save_hf_tokenizers(source: ExportSource, out: Path) -> None:
     """Write the tokenizer(s) of `source` into the Hugging Face directory `out`."""
     config = source.config
     is_translation = source.model_type == "transformer"
+    from aiayn.data.sentencepiece_tokenizer import SentencePieceTokenizer, save_marian_pair
+
+    if isinstance(source.tokenizers.source, SentencePieceTokenizer):
+        if not is_translation or source.tokenizers.is_joint:
+            raise ConfigError(
+                f"{source.directory}: a SentencePiece tokenizer exports only as OPUS-MT's pair "
+                "(source.spm, target.spm, vocab.json) of a translation model"
+            )
+        from transformers import MarianTokenizer
+
+        save_marian_pair(source.tokenizers, out)  # the files MarianTokenizer reads
+        files = (str(out / name) for name in ("source.spm", "target.spm", "vocab.json"))
+        MarianTokenizer(*files).save_pretrained(out)
+        return
     hf_tokenizer(source.tokenizers.source, config, append_eos=is_translation).save_pretrained(out)
     if is_translation and not source.tokenizers.is_joint:
         target = hf_tokenizer(source.tokenizers.target, config, append_eos=False)

@@ -35,13 +35,24 @@ import torch
 from aiayn.decoding.common import never_generated
 from aiayn.errors import ConfigError
 from aiayn.export.common import ExportSource, load_source, output_directory, require
+from aiayn.export.hf_mapping import (
+    feature_order,
+    gpt2_rules,
+    marian_language_rules,
+    marian_translation_rules,
+    to_theirs,
+)
 from aiayn.export.hf_tokenizer import save_hf_tokenizers
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
+from aiayn.model_card import card_fields, write_model_card
 
 log = logging.getLogger(__name__)
 
 MARIAN_LAYER_NORM_EPS = 1e-5  # nn.LayerNorm's default, which Marian and GPT-2's modules use
+MARIAN_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "swish": "swish"}
+GPT2_ACTIVATIONS = {"relu": "relu", "gelu": "gelu", "gelu_new": "gelu_new", "swish": "silu"}
+"""Our `ModelConfig.activation` -> the `activation_function` each names the same function."""
 
 
 def export_huggingface(model_dir: str | Path, out: str | Path, overwrite: bool = False) -> Path:
@@ -60,8 +71,30 @@ def export_huggingface(model_dir: str | Path, out: str | Path, overwrite: bool =
             model.generation_config = generation
             model.save_pretrained(tmp)
             save_hf_tokenizers(source, tmp)
+            # the source's card, with the Hub's metadata header (language, tags, metrics)
+            write_model_card(tmp, hub=True, fields=card_fields(source.directory), name=Path(out).name)
     log.info("wrote %s (%s)", out, type(model).__name__)
     return Path(out)
+
+
+def push_to_hub(directory: str | Path, repo_id: str, private: bool = False) -> str:
+    """Upload an exported directory to the Hugging Face Hub as `repo_id` (created if needed);
+    its URL. Without network (or a token), a `ConfigError` of one line."""
+    require("huggingface_hub", "--push-to-hub")
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+    try:
+        api.create_repo(repo_id, private=private, exist_ok=True)
+        commit = api.upload_folder(folder_path=str(directory), repo_id=repo_id,
+                                   commit_message="Upload aiayn model (aiayn export huggingface)")
+    except Exception as error:  # offline, no token, no permission: one line
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ConfigError(
+            f"--push-to-hub {repo_id}: the upload failed ({type(error).__name__}: {detail[:200]}); "
+            f"the model is in {directory}"
+        ) from None
+    return str(getattr(commit, "repo_url", None) or f"https://huggingface.co/{repo_id}")
 
 
 @contextlib.contextmanager
@@ -116,59 +149,6 @@ def _generation_config(config: ModelConfig, num_beams: int, **fields: Any):
     )
 
 
-# ------------------------------------------------------------------ feature permutation
-def feature_order(d_model: int) -> torch.Tensor:
-    """Indices that put our interleaved (sin, cos, sin, cos, ...) features in Marian's order
-    (all sin, then all cos): Marian feature k is our feature order[k]."""
-    return torch.cat([torch.arange(0, d_model, 2), torch.arange(1, d_model, 2)])
-
-
-class _Permuted:
-    """Our weights by name, with the d_model axis permuted where a tensor has one."""
-
-    def __init__(self, weights: dict[str, torch.Tensor], order: torch.Tensor) -> None:
-        self.weights, self.order = weights, order
-
-    def reads(self, name: str) -> torch.Tensor:
-        """A (out, d_model) weight that reads the residual stream: permute its columns."""
-        return self.weights[name][:, self.order].contiguous()
-
-    def writes(self, name: str) -> torch.Tensor:
-        """A (d_model, in) weight or (d_model,) vector written into the stream: permute rows."""
-        return self.weights[name][self.order].contiguous()
-
-    def plain(self, name: str) -> torch.Tensor:
-        return self.weights[name].contiguous()
-
-
-def _marian_layer(
-    state: dict[str, torch.Tensor], w: _Permuted, ours: str, theirs: str, d: int, self_norm: str, cross: bool
-) -> None:
-    """One layer: our `ours` prefix -> Marian's `theirs` prefix (`self_norm`: our name of the
-    self-attention sub-layer, `cross`: with encoder-decoder attention)."""
-    blocks = [("self_attention", "self_attn", self_norm, "self_attn_layer_norm")]
-    if cross:
-        blocks.append(
-            ("cross_attention", "encoder_attn", "cross_attention_sublayer", "encoder_attn_layer_norm")
-        )
-    for our_attn, their_attn, our_norm, their_norm in blocks:
-        in_w = w.reads(f"{ours}.{our_attn}.in_proj.weight")
-        in_b = w.plain(f"{ours}.{our_attn}.in_proj.bias")
-        for i, proj in enumerate(("q_proj", "k_proj", "v_proj")):  # head features: not permuted
-            state[f"{theirs}.{their_attn}.{proj}.weight"] = in_w[i * d : (i + 1) * d].contiguous()
-            state[f"{theirs}.{their_attn}.{proj}.bias"] = in_b[i * d : (i + 1) * d].contiguous()
-        state[f"{theirs}.{their_attn}.out_proj.weight"] = w.writes(f"{ours}.{our_attn}.out_proj.weight")
-        state[f"{theirs}.{their_attn}.out_proj.bias"] = w.writes(f"{ours}.{our_attn}.out_proj.bias")
-        state[f"{theirs}.{their_norm}.weight"] = w.writes(f"{ours}.{our_norm}.norm.weight")
-        state[f"{theirs}.{their_norm}.bias"] = w.writes(f"{ours}.{our_norm}.norm.bias")
-    state[f"{theirs}.fc1.weight"] = w.reads(f"{ours}.feed_forward.linear1.weight")
-    state[f"{theirs}.fc1.bias"] = w.plain(f"{ours}.feed_forward.linear1.bias")
-    state[f"{theirs}.fc2.weight"] = w.writes(f"{ours}.feed_forward.linear2.weight")
-    state[f"{theirs}.fc2.bias"] = w.writes(f"{ours}.feed_forward.linear2.bias")
-    state[f"{theirs}.final_layer_norm.weight"] = w.writes(f"{ours}.feed_forward_sublayer.norm.weight")
-    state[f"{theirs}.final_layer_norm.bias"] = w.writes(f"{ours}.feed_forward_sublayer.norm.bias")
-
-
 def _check_marian(config: ModelConfig, target: str) -> None:
     _refuse(config, target, norm_first=False, positional="sinusoidal", layer_norm_eps=MARIAN_LAYER_NORM_EPS)
     if config.d_model % 2:
@@ -203,9 +183,9 @@ def _marian_fields(config: ModelConfig) -> dict[str, Any]:
         decoder_attention_heads=config.num_heads,
         encoder_ffn_dim=config.d_ff,
         decoder_ffn_dim=config.d_ff,
-        activation_function=config.activation,
+        activation_function=MARIAN_ACTIVATIONS[config.activation],
         max_position_embeddings=config.max_len,
-        scale_embedding=True,
+        scale_embedding=config.scale_embedding,
         dropout=config.dropout,
         attention_dropout=config.attention_dropout,
         activation_dropout=config.activation_dropout,
@@ -221,7 +201,6 @@ def marian_translation_model(source: ExportSource):
 
     config = source.config
     _check_marian(config, "MarianMTModel")
-    d = config.d_model
     hf_config = MarianConfig(
         vocab_size=config.src_vocab_size,
         decoder_vocab_size=config.tgt_vocab_size,
@@ -232,19 +211,7 @@ def marian_translation_model(source: ExportSource):
         architectures=["MarianMTModel"],
         **_marian_fields(config),
     )
-    w = _Permuted(_weights(source), feature_order(d))
-    state: dict[str, torch.Tensor] = {}
-    if config.share_embeddings:
-        state["model.shared.weight"] = w.reads("src_embedding.embedding.weight")
-    state["model.encoder.embed_tokens.weight"] = w.reads("src_embedding.embedding.weight")
-    state["model.decoder.embed_tokens.weight"] = w.reads("tgt_embedding.embedding.weight")
-    state["lm_head.weight"] = w.reads("output_projection.weight")
-    for i in range(config.num_encoder_layers):
-        _marian_layer(state, w, f"encoder.layers.{i}", f"model.encoder.layers.{i}", d,
-                      "attention_sublayer", cross=False)
-    for i in range(config.num_decoder_layers):
-        _marian_layer(state, w, f"decoder.layers.{i}", f"model.decoder.layers.{i}", d,
-                      "self_attention_sublayer", cross=True)
+    state = to_theirs(marian_translation_rules(config), _weights(source), feature_order(config.d_model))
     model = MarianMTModel(hf_config).eval()
     _load_exactly(model, state)
     generation = _generation_config(config, num_beams=4, decoder_start_token_id=config.bos_id)
@@ -257,7 +224,6 @@ def marian_language_model(source: ExportSource):
 
     config = source.config
     _check_marian(config, "MarianForCausalLM")
-    d = config.d_model
     hf_config = MarianConfig(
         vocab_size=config.tgt_vocab_size,
         tie_word_embeddings=config.tie_output,
@@ -269,19 +235,12 @@ def marian_language_model(source: ExportSource):
         architectures=["MarianForCausalLM"],
         **_marian_fields(config),
     )
-    w = _Permuted(_weights(source), feature_order(d))
-    state: dict[str, torch.Tensor] = {
-        "model.decoder.embed_tokens.weight": w.reads("embedding.embedding.weight"),
-        "lm_head.weight": w.reads("output_projection.weight"),
-    }
+    state = to_theirs(marian_language_rules(config), _weights(source), feature_order(config.d_model))
     model = MarianForCausalLM(hf_config).eval()
-    for i in range(config.num_decoder_layers):
-        prefix = f"model.decoder.layers.{i}"
-        _marian_layer(state, w, f"decoder.layers.{i}", prefix, d, "self_attention_sublayer", cross=False)
+    for name, tensor in model.state_dict().items():
         # Marian's decoder layer always has cross-attention, unused without an encoder.
-        for name, tensor in model.state_dict().items():
-            if name.startswith(f"{prefix}.encoder_attn"):
-                state[name] = torch.zeros_like(tensor)
+        if ".encoder_attn" in name:
+            state[name] = torch.zeros_like(tensor)
     _load_exactly(model, state)
     return model, _generation_config(config, num_beams=1)
 
@@ -291,6 +250,7 @@ def gpt2_language_model(source: ExportSource):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = source.config
+    _refuse(config, "GPT2LMHeadModel", output_bias=False)
     d = config.d_model
     hf_config = GPT2Config(
         vocab_size=config.tgt_vocab_size,
@@ -299,41 +259,20 @@ def gpt2_language_model(source: ExportSource):
         n_layer=config.num_decoder_layers,
         n_head=config.num_heads,
         n_inner=config.d_ff,
-        activation_function=config.activation,  # "gelu": the exact (erf) GELU, as F.gelu
+        activation_function=GPT2_ACTIVATIONS[config.activation],
         resid_pdrop=config.dropout,
         embd_pdrop=config.dropout,
         attn_pdrop=config.attention_dropout,
         layer_norm_epsilon=config.layer_norm_eps,
         scale_attn_weights=True,
-        tie_word_embeddings=False,  # the token embedding carries the sqrt(d_model) scale
+        # a scaled token embedding carries sqrt(d_model) into wte, untied from the projection
+        tie_word_embeddings=config.tie_output and not config.scale_embedding,
         architectures=["GPT2LMHeadModel"],
         **_common_fields(config),
     )
-    weights = _weights(source)
-    positions = (
-        weights["positional.embedding.weight"]
-        if config.positional == "learned"
-        else sinusoidal_table(config.max_len, d)
-    )
-    state: dict[str, torch.Tensor] = {
-        "transformer.wte.weight": weights["embedding.embedding.weight"] * (d**0.5),
-        "transformer.wpe.weight": positions.contiguous(),
-        "transformer.ln_f.weight": weights["decoder.final_norm.weight"],
-        "transformer.ln_f.bias": weights["decoder.final_norm.bias"],
-        "lm_head.weight": weights["output_projection.weight"].contiguous(),
-    }
-    # GPT-2's Conv1D stores (in, out): our (out, in) Linear weights, transposed.
-    names = {
-        "ln_1": "self_attention_sublayer.norm", "attn.c_attn": "self_attention.in_proj",
-        "attn.c_proj": "self_attention.out_proj", "ln_2": "feed_forward_sublayer.norm",
-        "mlp.c_fc": "feed_forward.linear1", "mlp.c_proj": "feed_forward.linear2",
-    }
-    for i in range(config.num_decoder_layers):
-        for theirs, ours in names.items():
-            weight = weights[f"decoder.layers.{i}.{ours}.weight"]
-            state[f"transformer.h.{i}.{theirs}.weight"] = weight if theirs.startswith("ln") else weight.t()
-            state[f"transformer.h.{i}.{theirs}.bias"] = weights[f"decoder.layers.{i}.{ours}.bias"]
-    state = {name: tensor.contiguous() for name, tensor in state.items()}
+    state = to_theirs(gpt2_rules(config), _weights(source), None)
+    if config.positional == "sinusoidal":
+        state["transformer.wpe.weight"] = sinusoidal_table(config.max_len, d).contiguous()
     model = GPT2LMHeadModel(hf_config).eval()
     _load_exactly(model, state)
     return model, _generation_config(config, num_beams=1)

@@ -115,6 +115,7 @@ class LMTask(OneTokenizerTask[LMData]):
 
     command = "aiayn lm train"
     uses_store = True
+    model_type = DecoderOnlyLM.model_type
 
     def check_config(self, config: RunConfig) -> None:
         """`check_lm_config`, and the text file stored by its resolved path (so that a resume

@@ -105,7 +105,7 @@ def prepare_lm_store(
     path = resolve_data_file(data.text_file, "text file")
     if tokenizer is None and not is_trained_kind(data.tokenizer):
         tokenizer = Tokenizer.from_spec(data.tokenizer, [], data.vocab_size, data.special_tokens)
-    given = digest(tokenizer.hf.to_str()) if tokenizer is not None else None
+    given = tokenizer.fingerprint() if tokenizer is not None else None
     keys = [lm_store_key(data, path, None)] if is_trained_kind(data.tokenizer) else []
     keys.append(lm_store_key(data, path, given))
     for key in keys:
@@ -153,7 +153,7 @@ def prepare_lm_store(
                 "text": str(path),
                 "characters": characters,
                 "num_tokens": counts,
-                "tokenizer_sha256": digest(tokenizer.hf.to_str()),
+                "tokenizer_sha256": tokenizer.fingerprint(),
                 "seconds": round(time.perf_counter() - started, 3),
             }
         )

@@ -17,6 +17,9 @@ FORMAT_VERSION = 1
 """Version of the `config.json` format written by `save_pretrained`."""
 
 
+ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish")
+"""Feed-forward activations (`ModelConfig.activation`), named as Hugging Face names them."""
+
 PRESETS = ("tiny", "small", "base", "big")
 """The named sizes (`ModelConfig.preset`): Table 3's base and big, and two smaller ones."""
 
@@ -63,7 +66,17 @@ class ModelConfig:
         "sinusoidal", choices=("sinusoidal", "learned"), help="Sec. 3.5's sinusoidal table, or learned"
     )
     activation: str = setting(
-        "relu", choices=("relu", "gelu"), help="of the feed-forward network (paper: relu, Eq. 2)"
+        "relu",
+        choices=ACTIVATIONS,
+        help="of the feed-forward network (paper: relu, Eq. 2); gelu is the exact (erf) GELU, gelu_new "
+        "its tanh approximation (GPT-2), swish = SiLU (Marian / OPUS-MT)",
+    )
+    scale_embedding: bool = setting(
+        True, help="multiply token embeddings by sqrt(d_model) (Sec. 3.4); GPT-2 does not"
+    )
+    output_bias: bool = setting(
+        False,
+        help="a learned bias on the pre-softmax projection (Marian's final_logits_bias; not in the paper)",
     )
     share_embeddings: bool = setting(
         False, help="one embedding matrix for source and target (Sec. 3.4); needs equal vocabulary sizes"

@@ -28,11 +28,11 @@ class DecoderOnlyLM(PretrainedMixin, nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = c = config
-        self.embedding = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+        self.embedding = TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id, c.scale_embedding)
         self.positional = positional_encoding(c.positional, c.d_model, c.max_len)
         self.embedding_dropout = nn.Dropout(c.dropout)
         self.decoder = Decoder(c, cross_attention=False)
-        self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=c.output_bias)
         if c.tie_output:
             self.output_projection.weight = self.embedding.weight
         init_weights(self, self.output_projection)

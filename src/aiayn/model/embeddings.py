@@ -12,15 +12,15 @@ from torch import Tensor, nn
 
 
 class TokenEmbedding(nn.Module):
-    """(B, T) token ids -> (B, T, d_model) vectors, scaled by sqrt(d_model).
+    """(B, T) token ids -> (B, T, d_model) vectors, scaled by sqrt(d_model) (unless `scale` is off).
 
     The weights are initialised in `aiayn.model.initialization`.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = 0) -> None:
+    def __init__(self, vocab_size: int, d_model: int, pad_id: int | None = 0, scale: bool = True) -> None:
         super().__init__()
         self.embedding = nn.Embedding(vocab_size, d_model)
-        self.scale = math.sqrt(d_model)
+        self.scale = math.sqrt(d_model) if scale else 1.0  # GPT-2 (imported) does not scale
         self.pad_id = pad_id
 
     @property

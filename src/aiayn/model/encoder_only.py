@@ -32,7 +32,7 @@ class EncoderOnly(PretrainedMixin, nn.Module):
             raise ValueError(f"num_classes must be an integer >= 2, got {num_classes!r}")
         self.config = c = config
         self.num_classes = num_classes
-        self.embedding = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
+        self.embedding = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id, c.scale_embedding)
         self.positional = positional_encoding(c.positional, c.d_model, c.max_len)
         self.embedding_dropout = nn.Dropout(c.dropout)
         self.encoder = Encoder(c)

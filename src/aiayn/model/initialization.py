@@ -7,7 +7,7 @@ The paper does not state its initialisation. We follow the common reading of it:
 - every linear map (attention projections, feed-forward layers) Xavier-uniform with zero
   biases, as in the reference implementation (tensor2tensor) and `nn.Transformer`;
 - an untied pre-softmax projection N(0, d_model^-1/2), like the embedding it would share
-  (a tied one *is* the embedding matrix and is left alone).
+  (a tied one *is* the embedding matrix and is left alone); its bias, if any, zero.
 """
 
 from __future__ import annotations
@@ -39,3 +39,5 @@ def init_weights(model: nn.Module, output_projection: nn.Linear | None = None) -
                 nn.init.zeros_(module.bias)
     if output_projection is not None and not any(output_projection.weight is w for w in embedding_weights):
         nn.init.normal_(output_projection.weight, std=output_projection.weight.size(1) ** -0.5)
+    if output_projection is not None and output_projection.bias is not None:  # `ModelConfig.output_bias`
+        nn.init.zeros_(output_projection.bias)

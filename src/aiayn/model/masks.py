@@ -8,6 +8,8 @@ of `torch.nn.functional.scaled_dot_product_attention`; note that it is the oppos
 
 Shapes: B batch, T query length, S key length, H heads.
 - `padding_mask(tokens)`: (B, T), True at real tokens.
+- `target_padding_mask(tgt_in)`: (B, T), the same for a shifted-right target, whose start token
+  at position 0 is always real (even when it is the padding token, as in Marian).
 - `subsequent_mask(T)`: (T, T), True on and below the diagonal (Sec. 3.2.3: "prevent
   leftward information flow ... masking out all values ... which correspond to illegal
   connections").
@@ -25,6 +27,18 @@ def padding_mask(tokens: Tensor, pad_id: int = 0) -> Tensor:
     if tokens.dim() != 2:
         raise ValueError(f"padding_mask expects token ids of shape (B, T), got {tuple(tokens.shape)}")
     return tokens != pad_id
+
+
+def target_padding_mask(tgt_in: Tensor, pad_id: int = 0) -> Tensor:
+    """(B, T) shifted-right target ids -> (B, T) bool mask, True at real tokens.
+
+    Targets are padded on the right and start with the start token, which is real even when it
+    is the padding token itself (Marian and OPUS-MT start decoding with `<pad>`): the mask is
+    the row's length, so position 0 is always True and only later pad ids are padding.
+    """
+    mask = padding_mask(tgt_in, pad_id)
+    mask[:, 0] = True
+    return mask
 
 
 def subsequent_mask(length: int, device: torch.device | str | None = None) -> Tensor:

@@ -31,7 +31,7 @@ from aiayn.model.embeddings import TokenEmbedding
 from aiayn.model.encoder import Encoder
 from aiayn.model.initialization import init_weights
 from aiayn.model.kv_cache import DecoderCache
-from aiayn.model.masks import attention_mask, padding_mask
+from aiayn.model.masks import attention_mask, padding_mask, target_padding_mask
 from aiayn.model.positional_encoding import positional_encoding
 from aiayn.model_dir import PretrainedMixin
 
@@ -53,7 +53,9 @@ class Transformer(PretrainedMixin, nn.Module):
     """The encoder-decoder Transformer.
 
     `model(src, tgt_in)` maps (B, S) source ids and (B, T) shifted-right target ids to
-    (B, T, V) logits. Padding masks are derived from `config.pad_id` unless given.
+    (B, T, V) logits. Padding masks are derived from `config.pad_id` unless given; position 0
+    of a target is always its start token, real even when the start token is the padding token
+    (Marian's decoders start with `<pad>`, `masks.target_padding_mask`).
     """
 
     model_type = "transformer"
@@ -61,18 +63,18 @@ class Transformer(PretrainedMixin, nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = c = config
-        self.src_embedding = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id)
+        self.src_embedding = TokenEmbedding(c.src_vocab_size, c.d_model, c.pad_id, c.scale_embedding)
         self.tgt_embedding = (
             self.src_embedding
             if c.share_embeddings
-            else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id)
+            else TokenEmbedding(c.tgt_vocab_size, c.d_model, c.pad_id, c.scale_embedding)
         )
         self.src_positional = positional_encoding(c.positional, c.d_model, c.max_len)
         self.tgt_positional = positional_encoding(c.positional, c.d_model, c.max_len)
         self.embedding_dropout = nn.Dropout(c.dropout)
         self.encoder = Encoder(c)
         self.decoder = Decoder(c, cross_attention=True)
-        self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self.output_projection = nn.Linear(c.d_model, c.tgt_vocab_size, bias=c.output_bias)
         if c.tie_output:
             self.output_projection.weight = self.tgt_embedding.weight
         init_weights(self, self.output_projection)
@@ -155,7 +157,7 @@ class Transformer(PretrainedMixin, nn.Module):
             target = AttentionContext.continuing(cache.length, tgt_in.size(1), tgt_in.device)
         else:
             if tgt_padding_mask is None:
-                tgt_padding_mask = padding_mask(tgt_in, self.config.pad_id)
+                tgt_padding_mask = target_padding_mask(tgt_in, self.config.pad_id)
             target = AttentionContext.causal(tgt_padding_mask)
         cross = AttentionContext(mask=attention_mask(src_padding_mask), memory=memory)
         offset = cache.length if cache is not None else 0
@@ -199,7 +201,7 @@ class Transformer(PretrainedMixin, nn.Module):
         if src_padding_mask is None:
             src_padding_mask = padding_mask(src, self.config.pad_id)
         if tgt_padding_mask is None:
-            tgt_padding_mask = padding_mask(tgt_in, self.config.pad_id)
+            tgt_padding_mask = target_padding_mask(tgt_in, self.config.pad_id)
         return src_padding_mask, tgt_padding_mask
 
     @staticmethod

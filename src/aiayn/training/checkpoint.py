@@ -36,6 +36,7 @@ from torch import nn
 
 from aiayn.errors import CheckpointError
 from aiayn.files import atomic_write
+from aiayn.model_card import write_model_card
 from aiayn.model_dir import CONFIG_FILE as MODEL_CONFIG_FILE
 from aiayn.model_dir import (
     WEIGHTS_FILE,
@@ -218,9 +219,17 @@ def average_checkpoints(
         dtypes = {name: tensor.dtype for name, tensor in model.state_dict().items()}
         averaged = {name: (tensor / len(chosen)).to(dtypes[name]) for name, tensor in total.items()}
         model.load_state_dict(averaged)
+        names = ", ".join(path.name for path in chosen)
+        model.config.extra["averaged_from"] = (
+            f"the average of {len(chosen)} checkpoints of {run_dir} ({names})"
+        )
         out.mkdir(parents=True, exist_ok=True)
         model.save_pretrained(out)
-        for tokenizer_file in Path(run_dir).glob("*tokenizer.json"):
-            atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
+        tokenizer_files = [*Path(run_dir).glob("*tokenizer.json"), *Path(run_dir).glob("tokenizer.model"),
+                           *(Path(run_dir) / name for name in ("source.spm", "target.spm", "vocab.json"))]
+        for tokenizer_file in tokenizer_files:
+            if tokenizer_file.is_file() and tokenizer_file.resolve() != (out / tokenizer_file.name).resolve():
+                atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
         read_model_json(out)  # sanity: the result is a model directory
+        write_model_card(out)
     return chosen

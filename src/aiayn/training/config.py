@@ -227,9 +227,28 @@ class TrainConfig:
     test_alpha: float = setting(0.6, range=Range(low=0, high=10), help="length penalty alpha (Sec. 6.1)")
     max_bad_steps: int = setting(10, range=POSITIVE_INT, help="consecutive non-finite steps before stopping")
     progress_bar: bool = setting(True, help="a progress bar on a terminal")
+    init_from: str | None = setting(
+        None, help="start from this model's weights, settings and tokenizer (--init-from): an aiayn model "
+        "directory, a Transformers directory or a Hub name; optimizer, schedule and step start fresh"
+    )
+    freeze: list[str] = setting(
+        default_factory=list, help="parameter groups trained with no gradient and no optimizer state: "
+        "embeddings, encoder, decoder, encoder.layers.0-2, ..."
+    )
+    report_to: list[str] = setting(
+        default_factory=list, help="run trackers besides metrics.jsonl: tensorboard, wandb"
+    )
 
     def __post_init__(self) -> None:
         validate(self, "train")
+        for key in ("freeze", "report_to"):
+            value = getattr(self, key)
+            if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+                raise ConfigError(f"train.{key} must be a list of names, got {value!r}")
+        unknown = [name for name in self.report_to if name not in REPORT_TO]
+        if unknown:
+            choices = ", ".join(REPORT_TO)
+            raise ConfigError(f"train.report_to: unknown tracker {unknown[0]!r}; choose from {choices}")
         if self.schedule == "noam" and isinstance(self.warmup, int) and self.warmup < 1:
             raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {self.warmup}")
         if isinstance(self.warmup, str) and self.max_steps is None:
@@ -238,6 +257,10 @@ class TrainConfig:
             raise ConfigError(
                 f"train.eval_every {self.eval_every} is a share of the run: set train.max_minutes"
             )
+
+
+REPORT_TO = ("tensorboard", "wandb")
+"""The run trackers `train.report_to` can name."""
 
 
 @dataclass

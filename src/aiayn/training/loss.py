@@ -124,6 +124,10 @@ def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[
     output_mask = batch.labels != batch.pad_id  # (B, T): the positions to predict
     hidden = model(batch.src, batch.tgt_in, output_mask=output_mask, return_hidden=True)  # (N, D)
     projection = getattr(model, "module", model).output_projection  # the model inside DDP's wrapper
+    if projection.bias is not None:  # an imported Marian model's logits bias: the plain projection
+        logits = projection(hidden)  # (N, V)
+        loss = label_smoothed_nll(logits, batch.labels[output_mask], smoothing, batch.pad_id)
+        return loss, batch.num_targets
     loss = projected_label_smoothed_nll(hidden, projection.weight, batch.labels[output_mask], smoothing)
     return loss, batch.num_targets
 

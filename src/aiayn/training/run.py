@@ -26,6 +26,8 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import platform
+import shlex
 import sys
 from collections.abc import Iterator
 from functools import partial
@@ -37,7 +39,8 @@ import torch
 from aiayn.data.token_store import cache_dir_for
 from aiayn.errors import AiaynError, ConfigError, DataError
 from aiayn.files import atomic_write_text
-from aiayn.model_dir import load_model, meta_model
+from aiayn.model_card import write_model_card
+from aiayn.model_dir import is_model_dir, load_model, meta_model
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
@@ -48,11 +51,14 @@ from aiayn.training.distributed import (
     distributed_session,
     rank_device,
 )
+from aiayn.training.init_from import MODEL_CLASSES, InitSource, freeze
+from aiayn.training.loss import validation_loss
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
 from aiayn.training.regularisation import choose_dropout, take_auto_dropout
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
+from aiayn.training.trackers import check_trackers
 from aiayn.training.trainer import Trainer
 
 log = logging.getLogger(__name__)
@@ -77,6 +83,7 @@ def run_task(
     dist = dist or DistContext()
     run_dir = Path(run_dir)
     task.check_config(config)
+    check_trackers(config.train.report_to)  # a tracker not installed: before any work
     find_metric(config.train.validation_metric, task.metrics)  # fail before any work
     with hold_run_dir(run_dir, resume, overwrite, dist), log_to_file(run_dir, enabled=dist.is_main):
         return _train_and_report(task, config, run_dir, resume, dist)
@@ -102,31 +109,72 @@ def hold_run_dir(run_dir: Path, resume: bool, overwrite: bool, dist: DistContext
         yield
 
 
-def shared_data(
+def resolve_init(
     task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext
+) -> InitSource | None:
+    """`train.init_from` resolved on every rank (rank 0 imports a Transformers source into the
+    run directory; the others read what it wrote), and checked against the task and config.
+    On resume the architecture is the run directory's own model, when one was saved."""
+    source = config.train.init_from
+    if source is None:
+        return None
+    init, failure = None, None
+    if dist.is_main:
+        try:
+            saved = resume and is_model_dir(run_dir)
+            init = InitSource.resolve(str(run_dir) if saved else source, run_dir)
+        except AiaynError as error:
+            failure = str(error)
+    directory, failure = broadcast_object((str(init.directory) if init else None, failure), dist)
+    if failure is not None:
+        raise ConfigError(failure)
+    init = init or InitSource.resolve(directory, run_dir)
+    init.source = source
+    init.check_task(task.model_type, task.command)
+    init.check_data_tokenizer(config.data.tokenizer)
+    init.model_config(config.model.overrides)  # a contradicting model.* key fails before any work
+    return init
+
+
+def shared_data(
+    task: Task[TokenizerT, DataT],
+    config: RunConfig,
+    run_dir: Path,
+    resume: bool,
+    dist: DistContext,
+    init: InitSource | None = None,
 ) -> DataT:
     """The task's data, encoded alike on every rank: with the run directory's tokenizer on
-    resume, else with the tokenizer that rank 0 trains or loads and sends to the others.
+    resume, the source model's with `--init-from`, else with the tokenizer that rank 0 trains
+    or loads and sends to the others.
 
     A task whose training data lives in a token store (`Task.uses_store`) is prepared instead
     by local rank 0 of each machine into the cache directory (`data.cache_dir`, `$AIAYN_CACHE`,
     else `.cache` beside the run directory), or found there; the other ranks wait, then open
     the same store; every rank checks that all hold the same tokenizer.
     """
+    tokenizer = None
+    if init is not None:  # the source's vocabulary as-is (on resume: the run directory's model)
+        tokenizer = task.model_tokenizer(init.directory, init.specials)
+        init.check_tokenizer(tokenizer)
+    elif resume:
+        tokenizer = task.load_tokenizer(run_dir, config.data.special_tokens)
     if task.uses_store:
-        return _store_data(task, config, run_dir, resume, dist)
-    if resume:
-        return task.prepare_data(config.data, task.load_tokenizer(run_dir, config.data.special_tokens))
+        return _store_data(task, config, run_dir, tokenizer, dist)
+    if tokenizer is not None:
+        return task.prepare_data(config.data, tokenizer)
     data = task.prepare_data(config.data, None) if dist.is_main else None
     tokenizer = broadcast_object(task.tokenizer(data) if data is not None else None, dist)
     return data if data is not None else task.prepare_data(config.data, tokenizer)
 
 
 def _store_data(
-    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext
+    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, tokenizer: TokenizerT | None,
+    dist: DistContext,
 ) -> DataT:
+    """`shared_data` for a task whose training data is a token store (`tokenizer` None: the
+    store's preparation trains or loads the one `data.tokenizer` names)."""
     cache = cache_dir_for(config.data.cache_dir, run_dir)
-    tokenizer = task.load_tokenizer(run_dir, config.data.special_tokens) if resume else None
     data, failure = None, None
     if dist.local_rank == 0:
         try:
@@ -156,7 +204,10 @@ def _train_and_report(
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
     tune_for_training()
-    data = shared_data(task, config, run_dir, resume, dist)
+    init = resolve_init(task, config, run_dir, resume, dist)
+    data = shared_data(task, config, run_dir, resume, dist, init)
+    if init is not None:
+        init.check_labels(getattr(data, "labels", None))
     tokenizer = task.tokenizer(data)
 
     def save_tokenizer(directory: Path) -> None:
@@ -165,6 +216,8 @@ def _train_and_report(
     if dist.is_main and not resume:
         save_tokenizer(run_dir)
     def build_model() -> torch.nn.Module:
+        if init is not None:
+            return init.build(MODEL_CLASSES[task.model_type](), config.model.overrides)
         return task.build_model(config, data)
 
     auto_dropout = take_auto_dropout(config)  # `model.dropout: auto`, chosen once the model fits
@@ -181,8 +234,13 @@ def _train_and_report(
         measured_precision = choice.precision if config.train.precision == "auto" else ""
         torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
     model = build_model()
-    params = sum(p.numel() for p in model.parameters())
-    log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
+    trainable, params = freeze(model, config.train.freeze)
+    if init is not None:
+        log.info("model: from %s, %s parameters", init.source, f"{params:,}")
+    else:
+        log.info("model: %s preset, %s parameters", config.model.preset, f"{params:,}")
+    log.info("trainable parameters: %s of %s%s", f"{trainable:,}", f"{params:,}",
+             f" (frozen: {', '.join(config.train.freeze)})" if config.train.freeze else "")
     trainer = Trainer(
         config,
         model,
@@ -197,18 +255,44 @@ def _train_and_report(
         command=task.command,
     )
     trainer.state.precision = measured_precision  # kept by `fit` (a resumed run's checkpoint has its own)
+    initial = {}
+    if init is not None and not resume and data.valid is not None and len(data.valid):
+        # where fine-tuning starts: the source model's validation loss on this run's data
+        loss = validation_loss(trainer.model, data.valid, config.train.batch_tokens, trainer.device, "fp32",
+                               task.loss)
+        log.info("validation loss of %s before training: %.4f", init.source, loss)
+        initial = {"init_val_loss": loss}
     state = trainer.fit(resume=resume)
     release_free_memory()  # the training step's heap, before the final evaluation's
     results = summary(state, trainer.clock.elapsed_s(), task.target_unit) | {
         "params": params,
         "precision": trainer.precision,  # what train.precision 'auto' chose, or the one set
         "final_lr": trainer.optimizer.param_groups[0]["lr"],  # the rate of the last step
+        **initial,
+        "trainable_params": trainable,
+        "init_from": config.train.init_from,
+        "freeze": list(config.train.freeze),
+        "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "cpu_model": cpu_model(),
+        "gpu": torch.cuda.get_device_name(trainer.device) if trainer.device.type == "cuda" else None,
     }
     if dist.is_main:
         best = load_model(run_dir, device=trainer.device)
         results |= task.final_results(best, config, data, state)
         atomic_write_text(run_dir / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
+        write_model_card(run_dir)
     return results
+
+
+def cpu_model() -> str:
+    """The processor's name (for results.json and the model card)."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
 
 
 def describe_model_settings(config: RunConfig) -> str:

@@ -88,11 +88,15 @@ def lock_if_run_dir(directory: Path) -> Iterator[None]:
 
 
 class MetricsLog:
-    """Appends one JSON object per line to `metrics.jsonl` (and to TensorBoard when installed)."""
+    """Appends one JSON object per line to `metrics.jsonl`, and hands each record to the run
+    trackers of `train.report_to` (`aiayn.training.trackers`)."""
 
-    def __init__(self, run_dir: Path, resume_step: int | None = None, enabled: bool = True) -> None:
+    def __init__(
+        self, run_dir: Path, resume_step: int | None = None, enabled: bool = True, trackers: Any = ()
+    ) -> None:
         self.path = Path(run_dir) / METRICS_FILE
         self.enabled = enabled
+        self.trackers = list(trackers)
         if not enabled:
             return
         if resume_step is not None and self.path.exists():
@@ -100,23 +104,23 @@ class MetricsLog:
             # (and a line torn by a killed process).
             kept = [line for line in self.path.read_text().splitlines() if _step(line) <= resume_step]
             atomic_write_text(self.path, "".join(line + "\n" for line in kept))
-        self.tensorboard = None
-        try:  # optional
-            from torch.utils.tensorboard import SummaryWriter
-
-            self.tensorboard = SummaryWriter(str(Path(run_dir) / "tensorboard"))
-        except Exception:
-            self.tensorboard = None
 
     def write(self, record: dict[str, Any]) -> None:
         if not self.enabled:
             return
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write(json.dumps(record) + "\n")
-        if self.tensorboard is not None:
-            for key, value in record.items():
-                if isinstance(value, (int, float)) and key not in ("step",):
-                    self.tensorboard.add_scalar(f"{record['split']}/{key}", value, record["step"])
+        if self.trackers:
+            from aiayn.training.trackers import scalars
+
+            for tracker in self.trackers:
+                tracker.log(scalars(record), int(record.get("step", 0)))
+
+    def close(self) -> None:
+        """Close the trackers (their files complete)."""
+        for tracker in self.trackers:
+            tracker.close()
+        self.trackers = []
 
 
 def _step(line: str) -> float:

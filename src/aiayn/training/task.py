@@ -25,6 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from aiayn.data.batching import BatchedDataset
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Names, Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
@@ -112,6 +113,8 @@ class Task(ABC, Generic[TokenizerT, DataT]):
 
     Attributes:
         command: the CLI command that trains it, for "Resume with: COMMAND --resume RUN_DIR".
+        model_type: the `model_type` of the model directories it writes (and starts from,
+            `--init-from`).
         target_unit: what the loss counts ('tokens' or 'examples'), for `results.json`'s
             `target_<unit>` and `<unit>_per_s`.
         metrics: what `validation_metrics` reports, each with its direction;
@@ -123,6 +126,7 @@ class Task(ABC, Generic[TokenizerT, DataT]):
 
     command: ClassVar[str]
     uses_store: ClassVar[bool] = False
+    model_type: ClassVar[str]
     target_unit: ClassVar[str] = "tokens"
     metrics: ClassVar[tuple[Metric, ...]] = ()
 
@@ -153,6 +157,10 @@ class Task(ABC, Generic[TokenizerT, DataT]):
         """Write `tokenizer` into a model directory."""
 
     @abstractmethod
+    def model_tokenizer(self, directory: Path, specials: SpecialTokens) -> TokenizerT:
+        """The tokenizer of a model directory (`--init-from`), with the model's special ids."""
+
+    @abstractmethod
     def build_model(self, config: RunConfig, data: DataT) -> nn.Module:
         """A fresh model for the data's vocabulary."""
 
@@ -181,6 +189,9 @@ class OneTokenizerTask(Task[Tokenizer, DataT]):
 
     def save_tokenizer(self, tokenizer: Tokenizer, directory: Path) -> None:
         tokenizer.save(Path(directory) / JOINT_FILE)
+
+    def model_tokenizer(self, directory: Path, specials: SpecialTokens) -> Tokenizer:
+        return Tokenizer.load(Path(directory) / JOINT_FILE, specials)
 
 
 def preset_config(

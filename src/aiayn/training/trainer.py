@@ -42,6 +42,7 @@ from torch import nn
 from aiayn.data.batching import BatchedDataset
 from aiayn.errors import TrainingError
 from aiayn.files import atomic_write_text
+from aiayn.model_card import write_model_card
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
 from aiayn.training.clock import Timer, TrainClock
 from aiayn.training.config import RunConfig
@@ -67,6 +68,7 @@ from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import train_learning_rate
 from aiayn.training.state import StopRequested, TrainState, out_of_budget
 from aiayn.training.task import BatchT, Evaluate, LossFn, Metric, SaveExtra, find_metric
+from aiayn.training.trackers import open_trackers
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +139,7 @@ class Trainer(Generic[BatchT]):
         self.cadence = Cadence(train.eval_every)
         self.validated_step: int | None = None  # the step of this session's last validation
         self.optimizer = torch.optim.Adam(
-            self.model.parameters(),
+            [p for p in self.model.parameters() if p.requires_grad],  # frozen ones: no state (train.freeze)
             lr=0.0,
             betas=(train.adam_beta1, train.adam_beta2),
             eps=train.adam_eps,
@@ -328,6 +330,7 @@ class Trainer(Generic[BatchT]):
             self.model.save_pretrained(self.run_dir)
             if self.save_extra is not None:
                 self.save_extra(self.run_dir)
+            write_model_card(self.run_dir)  # complete at the end (results.json), current meanwhile
 
     # -------------------------------------------------------------- the loop
     def progress(self, elapsed_s: float) -> float | None:
@@ -370,7 +373,12 @@ class Trainer(Generic[BatchT]):
         self.precision = self.state.precision = choose_precision(
             train, self.state.precision, self.model, self.train_data, self.loss_fn, self.device, self.dist
         )
-        self.metrics = MetricsLog(self.run_dir, self.state.step if resume else None, enabled=self.is_main)
+        trackers = []
+        if self.is_main:
+            trackers = open_trackers(train.report_to, self.run_dir, self.config.to_dict(), resume)
+        self.metrics = MetricsLog(
+            self.run_dir, self.state.step if resume else None, enabled=self.is_main, trackers=trackers
+        )
         if self.is_main:
             atomic_write_text(self.run_dir / CONFIG_FILE, self.config.to_yaml())
         log.info(
@@ -436,6 +444,7 @@ class Trainer(Generic[BatchT]):
         finally:
             self.clock.stop()
             bar.close()
+            self.metrics.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
         return self.state

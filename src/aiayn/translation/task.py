@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from aiayn.data.batching import Batch
 from aiayn.data.pair_store import tokenizer_digest
+from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Names, TokenizerPair
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS
 from aiayn.inference.torch_translator import TorchTranslator
@@ -84,6 +85,7 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
     """Sentence pairs -> `Transformer`; validated by loss, BLEU and exact match."""
 
     command = "aiayn train"
+    model_type = Transformer.model_type
     metrics = (BLEU, EXACT_MATCH)
     uses_store = True
 
@@ -113,6 +115,9 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
 
     def save_tokenizer(self, tokenizer: TokenizerPair, directory: Path) -> None:
         tokenizer.save(directory)
+
+    def model_tokenizer(self, directory: Path, specials: SpecialTokens) -> TokenizerPair:
+        return TokenizerPair.load(directory, specials)
 
     def build_model(self, config: RunConfig, data: PreparedData) -> Transformer:
         """A fresh encoder-decoder for the data's vocabularies."""
