@@ -26,10 +26,13 @@ PEAK_RSS_LIMIT_MB = 1000
 torch and aiayn (about 350 MB)."""
 
 MEASURE = """
-import resource, sys
+import sys
 from aiayn.cli.main import main
 code = main(sys.argv[1:])
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)  # Linux: KiB -> MiB
+# VmHWM, this process's own peak: getrusage's ru_maxrss can carry the parent's peak across
+# fork and exec (Linux keeps it in the signal struct), so a large test process would show.
+peak_kib = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+print(peak_kib // 1024)
 sys.exit(code)
 """
 
