@@ -11,7 +11,7 @@ $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	# torch first, pinned to the local CPU wheel, so nothing pulls a CUDA build
 	$(PY) -m pip install -q torch==2.13.0 -c constraints.txt
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,serve,export,datasets,sentencepiece]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,serve,export,datasets,sentencepiece,tensorboard,wandb]'
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -31,7 +31,7 @@ test: lint browser-deps
 BROWSER_STAMP := $(VENV)/.browser-installed
 
 $(BROWSER_STAMP): $(STAMP)
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,browser,serve,export,sentencepiece]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,browser,serve,export,datasets,sentencepiece,tensorboard,wandb]'
 	touch $(BROWSER_STAMP)
 
 browser-deps: $(BROWSER_STAMP)
