@@ -31,7 +31,10 @@ TASKS = {
 HUB_TAGS = {
     "transformer": "translation", "decoder_only": "text-generation", "encoder_only": "text-classification",
 }
-DATA_KEYS = ("dataset", "train", "valid", "test", "train_file", "text")
+DATA_KEYS = (
+    "task", "train", "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt", "text_file",
+)
+LANGUAGE_TASKS = ("multi30k", "files")  # the built-in tasks (dates, copy, ...) have no languages
 TOKENIZER_FILES = ("tokenizer.json", "src_tokenizer.json", "tgt_tokenizer.json", "tokenizer.model",
                    "source.spm", "target.spm", "vocab.json")
 
@@ -79,7 +82,8 @@ def card_fields(directory: str | Path, source: str | None = None) -> dict[str, A
     return {
         "task": TASKS.get(model_type, model_type),
         "model_type": model_type,
-        "languages": [lang for lang in (data.get("src_lang"), data.get("tgt_lang")) if lang],
+        "languages": [lang for lang in (data.get("src_lang"), data.get("tgt_lang")) if lang]
+        if data.get("task") in LANGUAGE_TASKS else [],
         "data": {k: data[k] for k in DATA_KEYS if data.get(k)},
         "pairs": {k: v for k, v in results.items() if k.endswith("_pairs") or k.startswith("num_")},
         "tokenizer": data.get("tokenizer") or ", ".join(files),
