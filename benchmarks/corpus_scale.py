@@ -37,7 +37,6 @@ import itertools
 import json
 import math
 import os
-import platform
 import shutil
 import socket
 import subprocess
@@ -49,16 +48,13 @@ from pathlib import Path
 
 import numpy as np
 
+from aiayn.training.run import cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 SYLLABLES = [c + v for c in "bdfghklmnprstvwz" for v in "aeiou"]  # 80 syllables
 WORDS_MEAN, WORDS_SHAPE, MAX_WORDS = 23.0, 2.2, 150
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 # ---------------------------------------------------------------------- the corpus

@@ -21,7 +21,6 @@ import argparse
 import gzip
 import json
 import os
-import platform
 import re
 import subprocess
 import sys
@@ -33,11 +32,6 @@ REPO = Path(__file__).resolve().parent.parent
 AIAYN = [sys.executable, "-m", "aiayn"]
 
 
-def cpu_model() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def unpack(path: Path, out: Path) -> Path:
@@ -88,6 +82,7 @@ def main() -> None:
     options = parser.parse_args()
     sys.path.insert(0, str(REPO / "src"))
     from aiayn.data.paths import data_root
+    from aiayn.training.run import cpu_model
 
     multi30k = (options.data or data_root()) / "multi30k"
     with tempfile.TemporaryDirectory() as tmp:
@@ -110,7 +105,7 @@ def main() -> None:
             screenshot(page, options.screenshot)
     result = {
         "cpu_model": cpu_model(),
-        "threads": os.cpu_count(),
+        "cores": os.cpu_count(),
         "command": " ".join(sys.argv),
         "model": str(options.model),
         "compare": str(options.compare),
