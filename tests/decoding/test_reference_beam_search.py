@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from aiayn import load
-from aiayn.decoding import beam_search
+from aiayn.decoding import beam_search, greedy_search
 from aiayn.inference.torch_translator import pad_batch
 
 from .helpers import source_batch, tiny_transformer
@@ -36,3 +36,17 @@ def test_trained_model_same_as_reference(dates_run):
         reference = reference_beam_search(model, src, beam, 0.6, max_len_extra=10, nbest=nbest)
         assert_same_search(ours, reference)
         assert all(hyps for hyps in ours)
+
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_greedy_same_as_reference_beam_one(seed):
+    """Greedy search, whose finished rows leave the batch, finds what the plain reference finds
+    with one beam and no length penalty (the same rule), rows ending at different steps."""
+    model = tiny_transformer(seed, vocab_size=24)
+    src = source_batch([5, 1, 7, 3, 7, 2, 4, 6], vocab_size=24, seed=seed)  # padded rows of varied lengths
+    ours = greedy_search(model, src, max_len_extra=6)
+    reference = reference_beam_search(model, src, 1, 0.0, max_len_extra=6)
+    assert ours.tokens == [hyps[0].tokens for hyps in reference]
+    assert ours.scores == pytest.approx([hyps[0].score for hyps in reference], rel=1e-4, abs=1e-4)
+    assert len({len(tokens) for tokens in ours.tokens}) > 1  # rows finished at different steps

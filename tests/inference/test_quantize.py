@@ -1,5 +1,5 @@
-"""`quantize="int8"` / `--quantize int8`: per-channel weight and per-row activation scales,
-close to float32; a value we do not support and int8 on an int8 CTranslate2 export are one
+"""`quantize="int8"` / `--quantize int8`: per-channel int8 weights, activations quantized on the
+fly (the fused CPU kernel, or per row where it is missing), close to float32; a value we do not support and int8 on an int8 CTranslate2 export are one
 clear error."""
 
 from __future__ import annotations
@@ -11,10 +11,15 @@ from torch import nn
 from aiayn.cli.main import main
 from aiayn.errors import ConfigError
 from aiayn.inference import load
+from aiayn.model import int8_linear
 from aiayn.model.int8_linear import Int8Linear, quantize_rows
 
 
-def test_int8_linear_is_close_to_float32():
+@pytest.mark.parametrize("fused", [True, False])
+def test_int8_linear_is_close_to_float32(fused, monkeypatch):
+    if fused and not int8_linear.fused_kernel_available():
+        pytest.skip("this PyTorch has no fused int8 CPU kernel")
+    monkeypatch.setattr(int8_linear, "fused_kernel_available", lambda: fused)
     torch.manual_seed(0)
     linear = nn.Linear(64, 48)
     x = torch.randn(5, 7, 64)
@@ -24,6 +29,9 @@ def test_int8_linear_is_close_to_float32():
     assert (approx - exact).abs().max() <= 0.02 * exact.abs().max()
     rows = Int8Linear(linear).rows(x, 16, 40)  # a slice of the outputs, as attention projects Q, K, V
     assert (rows - exact[..., 16:40]).abs().max() <= 0.02 * exact.abs().max()
+    quantized = Int8Linear(linear)
+    quantized(x)
+    assert (len(quantized._quantized[0, 48]) == 1) == fused  # packed for the fused kernel, or not
 
 
 def test_quantize_rows_scales_each_row():

@@ -50,8 +50,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
     """--quantize int8 (translate, evaluate, score, serve)."""
     parser.add_argument("--quantize", choices=QUANTIZATIONS, default=None,
-                        help="run the linear layers in int8 (per-channel weight and per-row activation "
-                        "scales; a CTranslate2 export: its int8 compute type)")
+                        help="run the linear layers in int8 (per-channel weight scales, the input "
+                        "quantized on the fly; a CTranslate2 export: its int8 compute type)")
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:

@@ -168,6 +168,7 @@ def _beam_search(
         torch.zeros(B, N, dtype=torch.long, device=device),
     )
     lp_max = length_penalty(limits, alpha).to(device)  # (B,) lp(L) of each sentence
+    lp_by_length = [0.0, *length_penalty(torch.arange(1, L + 1), alpha).tolist()]  # lp(|Y|), |Y| <= L
     last = torch.full((B, 1), bos_id, dtype=torch.long, device=device)
     results: list[list[Hypothesis]] = [[] for _ in range(B)]
 
@@ -189,7 +190,7 @@ def _beam_search(
         force_prefix(logp, wanted, before)
         cand = logp.add_(beam_scores.view(-1, 1))
         cand = cand.view(b, width * V)  # extension (k, w) at k*V + w
-        lp_now = float(length_penalty(t + 1, alpha))
+        lp_now = lp_by_length[t + 1]
 
         # One top-k of 2K: at most K extensions (one per beam) end in <eos>, so the K best
         # that do not are among them.

@@ -81,6 +81,7 @@ def greedy_search(
         limits = ratio_limits(limits, src, config.pad_id, controls.max_output_ratio)
         prefix = prefix_tensor(prefixes, batch, src.device)  # (B, P) or None
         generator = controls.generator(src.device) if controls.sample else None
+        uses_history = controls.repetition_penalty != 1.0 or controls.no_repeat_ngram_size > 0
         memory = model.encode(src, src_padding_mask)  # (B, S, D)
         cache = model.new_cache()
 
@@ -88,34 +89,44 @@ def greedy_search(
         out = torch.full((batch, steps + 1), config.pad_id, dtype=torch.long, device=src.device)
         out[:, 0] = bos_id  # out[:, t] is the decoder input at step t
         scores = torch.zeros(batch, device=src.device)
-        finished = torch.zeros(batch, dtype=torch.bool, device=src.device)
+        # Rows leave the batch when they finish (their outputs are final), as sentences leave
+        # beam search's: `row` maps the b open rows to their sentences.
+        row = torch.arange(batch, device=src.device)  # (b,)
+        last = out[:, :1]  # (b, 1): the last token of each open row; the cache holds the rest
         for t in range(steps):
-            tgt_in = out[:, t : t + 1]  # (B, 1): the last token; the cache holds the rest
-            hidden = model.decode(tgt_in, memory, src_padding_mask, cache=cache, return_hidden=True)
-            logits = model.output_projection(hidden[:, -1]).float()  # (B, V)
-            history = out[:, 1 : t + 1]  # (B, t) the tokens so far
-            penalize_repetitions(logits, history, controls.repetition_penalty)
-            logp = log_probs(logits, forbidden, overwrite=True)  # (B, V)
-            wanted = prefix_step(prefix, t, 1)  # (B,) forced tokens, or None
+            hidden = model.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)
+            logits = model.output_projection(hidden[:, -1]).float()  # (b, V)
+            history = out[row, 1 : t + 1] if uses_history else None  # (b, t) the tokens so far
+            if history is not None:
+                penalize_repetitions(logits, history, controls.repetition_penalty)
+            logp = log_probs(logits, forbidden, overwrite=True)  # (b, V)
+            wanted = prefix_step(prefix, t, 1)  # (b,) forced tokens, or None
             before = forced_scores(logp, wanted)
-            block_ngrams(logp, history, controls.no_repeat_ngram_size)
+            if history is not None:
+                block_ngrams(logp, history, controls.no_repeat_ngram_size)
             force_prefix(logp, wanted, before)
             if generator is None:
-                best_logp, best = logp.max(dim=-1)  # (B,), (B,)
+                best_logp, best = logp.max(dim=-1)  # (b,), (b,)
             else:
-                best = draw(logp, controls, generator)  # (B,)
+                best = draw(logp, controls, generator)  # (b,)
                 best_logp = logp.gather(1, best[:, None]).squeeze(1)
-            active = ~finished
-            out[:, t + 1] = torch.where(active, best, config.pad_id)
-            scores += torch.where(active, best_logp, 0.0)
-            finished |= (best == eos_id) | (limits <= t + 1)
-            if bool(finished.all()):
-                break
+            out[row, t + 1] = best
+            scores.index_add_(0, row, best_logp)
+            done = (best == eos_id) | (limits <= t + 1)  # (b,)
+            last = best[:, None]
+            if bool(done.any()):
+                keep = (~done).nonzero().flatten()  # (b',) open rows that stay
+                if keep.numel() == 0:
+                    break
+                row, limits, last, memory = row[keep], limits[keep], last[keep], memory[keep]
+                prefix = None if prefix is None else prefix[keep]
+                src_padding_mask = None if src_padding_mask is None else src_padding_mask[keep]
+                cache.reorder(keep)
 
         tokens = []
-        for row in out[:, 1:].tolist():
-            row = [tok for tok in row if tok != config.pad_id]
-            if eos_id in row:
-                row = row[: row.index(eos_id)]
-            tokens.append(row)
+        for line in out[:, 1:].tolist():
+            line = [tok for tok in line if tok != config.pad_id]
+            if eos_id in line:
+                line = line[: line.index(eos_id)]
+            tokens.append(line)
         return GreedyOutput(tokens, scores.tolist())

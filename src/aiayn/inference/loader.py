@@ -46,8 +46,9 @@ def load(
         directory: an aiayn model directory or a CTranslate2 export of one.
         device: 'cpu', 'cuda', 'cuda:N'; None picks CUDA when available.
         task: 'translation' or 'lm' to require that kind of model (None: either).
-        quantize: 'int8' to run the linear layers in int8 (per-channel weight scales, per-row
-            activation scales: `aiayn.model.int8_linear`; CTranslate2: its int8 compute type).
+        quantize: 'int8' to run the linear layers in int8 (per-channel weight scales, the
+            input quantized on the fly: `aiayn.model.int8_linear`; CTranslate2: its int8
+            compute type).
             A CTranslate2 export already saved in int8 refuses it (it is int8 already).
     """
     if task is not None and task not in _KINDS:
