@@ -1,6 +1,6 @@
 """`quantize="int8"` / `--quantize int8`: per-channel int8 weights, activations quantized on the
-fly (the fused CPU kernel, or per row where it is missing), close to float32; a value we do not support and int8 on an int8 CTranslate2 export are one
-clear error."""
+fly (the fused CPU kernel, or per row where it is missing), close to float32; a value we do not
+support and int8 on an int8 CTranslate2 export are one clear error."""
 
 from __future__ import annotations
 
