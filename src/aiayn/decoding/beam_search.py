@@ -188,13 +188,20 @@ def _beam_search(
         if history is not None:
             block_ngrams(logp, history, controls.no_repeat_ngram_size)
         force_prefix(logp, wanted, before)
-        cand = logp.add_(beam_scores.view(-1, 1))
-        cand = cand.view(b, width * V)  # extension (k, w) at k*V + w
         lp_now = lp_by_length[t + 1]
 
-        # One top-k of 2K: at most K extensions (one per beam) end in <eos>, so the K best
-        # that do not are among them.
-        top_scores, top_index = cand.topk(min(2 * K, width * V), dim=1)  # (b, 2K), best first
+        # One top-2K per sentence: at most K extensions (one per beam) end in <eos>, so the K
+        # best that do not are among them. Taken in two stages, the same set: the 2K best of
+        # each beam row (a row's order does not depend on its s_k, which is added to those alone),
+        # then the 2K best of the sentence's w * 2K.
+        per_row = min(2 * K, V)
+        row_scores, row_tokens = logp.topk(per_row, dim=1)  # (b*w, per_row)
+        row_scores += beam_scores.view(-1, 1)  # s_k + log p(w | beam k)
+        cand = row_scores.view(b, width * per_row)
+        top_scores, pick = cand.topk(min(2 * K, width * per_row), dim=1)  # (b, 2K), best first
+        origin = pick // per_row  # the beam each candidate extends
+        tokens = row_tokens.view(b, width * per_row).gather(1, pick)
+        top_index = origin * V + tokens  # extension (k, w) at k*V + w
         if top_scores.size(1) < 2 * K:  # fewer extensions than 2K (tiny vocabulary): -inf fillers
             filler = 2 * K - top_scores.size(1)
             top_scores = F.pad(top_scores, (0, filler), value=float("-inf"))
