@@ -199,9 +199,9 @@ def _beam_search(
         row_scores += beam_scores.view(-1, 1)  # s_k + log p(w | beam k)
         cand = row_scores.view(b, width * per_row)
         top_scores, pick = cand.topk(min(2 * K, width * per_row), dim=1)  # (b, 2K), best first
-        origin = pick // per_row  # the beam each candidate extends
+        extended = pick // per_row  # the beam k each candidate extends
         tokens = row_tokens.view(b, width * per_row).gather(1, pick)
-        top_index = origin * V + tokens  # extension (k, w) at k*V + w
+        top_index = extended * V + tokens  # extension (k, w) at k*V + w
         if top_scores.size(1) < 2 * K:  # fewer extensions than 2K (tiny vocabulary): -inf fillers
             filler = 2 * K - top_scores.size(1)
             top_scores = F.pad(top_scores, (0, filler), value=float("-inf"))
