@@ -12,7 +12,7 @@
 # uses both); SKIP_TRAIN=1 redoes only the selection and evaluation of an existing $RUN.
 # Besides the scores, the JSON records cpu_model, the precision `train.precision: auto` chose,
 # the epochs reached, the settings as the run used them (`settings`: the dropout `auto` chose,
-# warmup, eval_every, threads, the averaged tail), final_lr, and the training process's
+# warmup, eval_every, threads, batch_tokens, the averaged tail), final_lr, and the training process's
 # peak_rss_gb and sys_time_fraction (system CPU time over user + system), measured by
 # benchmarks/process_watch.py ($RUN/train_process.json has the samples).
 #
@@ -110,6 +110,7 @@ figures = {
     "settings": {
         "dropout": config["model"]["dropout"], "warmup": config["train"]["warmup"],
         "eval_every": config["train"]["eval_every"], "threads": config["train"]["threads"],
+        "batch_tokens": config["train"]["batch_tokens"],
         "average_tail": tail,
     },
     "cpu_model": cpu_model, "precision": results["precision"], "final_lr": results["final_lr"],

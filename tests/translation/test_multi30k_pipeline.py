@@ -54,7 +54,7 @@ def test_quick_multi30k_pipeline_writes_the_results_json(tmp_path):
     assert figures["steps"] == 200 and figures["test_sentences"] == 50 and len(figures["samples"]) == 10
     # The settings as the run used them: the recipe's shares of the run, the dropout given here.
     assert figures["settings"] == {"dropout": 0.1, "warmup": 40, "eval_every": 100, "threads": 1,
-                                   "average_tail": "20%"}
+                                   "batch_tokens": 1500, "average_tail": "20%"}
     assert 0 <= figures["epochs"] <= 1  # 200 steps: about one epoch at most
     # What the machine was and did: CPU, chosen precision, the final learning rate (the cosine
     # schedule's minimum at max_steps), the training process's peak memory and system-time share.
