@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -22,17 +21,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from aiayn.training.run import cpu_model
+
 REPO = Path(__file__).resolve().parent.parent
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, float]:

@@ -18,7 +18,6 @@ on a fifth of the 1,000 held-out test dates (`heldout_format_exact_match`, and p
 from __future__ import annotations
 
 import json
-import platform
 import shutil
 import subprocess
 import sys
@@ -27,19 +26,11 @@ import time
 from datetime import date
 from pathlib import Path
 
+from aiayn.training.run import cpu_model
+
 RESULTS = Path(__file__).resolve().parent / "results" / "dates.json"
 ISSUE_EXAMPLES = ["Thursday, 03 June 1982", "Tuesday, 03 January 1989"]  # issue 19's two misses
 WEEKDAY_FORMATS = ["{Weekday}, {d} {Month} {Y}", "{Wkd} {d} {Mon} {Y}"]  # training formats
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def exact_match(translator, pairs: list[tuple[str, str]], beam: int, alpha: float) -> tuple[float, list[str]]:

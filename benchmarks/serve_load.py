@@ -30,7 +30,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import re
 import signal
 import statistics
@@ -40,22 +39,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aiayn.training.run import cpu_model
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = REPO / "benchmarks" / "runs" / "dates"
 RESULTS = REPO / "benchmarks" / "results" / "serve.json"
 HOST = "127.0.0.1"
 WARMUP_SECONDS = 3.0
 REQUEST_TIMEOUT = 120.0
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def dates_sentences(count: int) -> list[str]:
