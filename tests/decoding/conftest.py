@@ -1,16 +1,8 @@
 """Tiny models run fastest on one thread (and do not fight other jobs for the shared cores)."""
 
 import pytest
-import torch
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
+from threads import one_thread  # noqa: F401 (an autouse fixture: one intra-op thread)
 
 SOURCES = ["ein hund läuft", "zwei katzen", "", "der mann liest ein buch", "ja"]
 TARGETS = ["a dog runs", "two cats", "", "the man reads a book", "yes"]

@@ -5,19 +5,11 @@ switched off for the whole session (read by huggingface_hub when it is first imp
 import os
 
 import pytest
-import torch
+
+from threads import one_thread  # noqa: F401 (an autouse fixture: one intra-op thread)
 
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 pytest.importorskip("ctranslate2", reason="needs the optional extra 'export'")
 pytest.importorskip("transformers", reason="needs the optional extra 'export'")
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread, and leave the shared cores to other jobs."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)

@@ -8,18 +8,10 @@ import torch
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.inference import load
 from aiayn.model import ModelConfig, Transformer
+from threads import one_thread  # noqa: F401 (an autouse fixture: one intra-op thread)
 
 SOURCES = ["ein hund läuft", "zwei katzen", "der mann liest ein buch"]
 TARGETS = ["a dog runs", "two cats", "the man reads a book"]
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and leave the other core to other jobs)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="session")

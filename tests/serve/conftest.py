@@ -10,18 +10,10 @@ from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE
 from aiayn.model import DecoderOnlyLM, ModelConfig, Transformer
+from threads import one_thread  # noqa: F401 (an autouse fixture: one intra-op thread)
 
 SOURCES = ["ein hund läuft", "zwei katzen", "der mann liest ein buch", "ja"]
 TEXT = "the cat sat on the mat. a dog runs in the park."
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models run fastest on one thread (and leave the other core to other jobs)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def perturbed(model: torch.nn.Module) -> torch.nn.Module:
