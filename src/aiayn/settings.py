@@ -20,7 +20,10 @@ To add a setting, write one line in its dataclass, and nothing anywhere else:
 - `help` says what it is (shown by `describe_settings`);
 - a `data` field names the tasks that read it (`tasks=("translation", "lm", "classify")`);
 - a step count that may also be a share of the run ('6%') says `share=True` (annotated
-  `int | str`; the string is checked by `parse_share`, the number by the range).
+  `int | str`; the string is checked by `parse_share`, the number by the range);
+- a number that may also be 'auto' (chosen at start-up, `aiayn.training.auto_settings`) says
+  `auto=True` (annotated `int | str`; any other string is refused, the number checked by the
+  range).
 It is then a YAML key and a `--set` path (`train.warmup_share=0.05`, converted by its type), and
 `tests/test_settings.py` checks it: a number without a range fails, so does a string without
 choices unless the test's `FREE_TEXT` says why it takes any text, and a value outside the range
@@ -72,11 +75,14 @@ def setting(
     help: str = "",
     tasks: tuple[str, ...] | None = None,
     share: bool = False,
+    auto: bool = False,
 ) -> Any:
     """A dataclass field with its range or choices, help text, (for `data`) the tasks that
-    read it and whether it may be a share of the run, kept in the field's metadata for
+    read it and whether it may be a share of the run or 'auto', kept in the field's metadata for
     `check_settings`."""
-    metadata = {"range": range, "choices": choices, "help": help, "tasks": tasks, "share": share}
+    metadata = {
+        "range": range, "choices": choices, "help": help, "tasks": tasks, "share": share, "auto": auto
+    }
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -145,6 +151,12 @@ def check_setting(key: str, value: Any, field: dataclasses.Field, annotation: An
             parse_share(key, value)  # a percentage in (0, 100], or a ConfigError naming the key
             return value.strip()
         annotation = int  # otherwise a step count
+    if field.metadata.get("auto"):
+        if value == "auto":
+            return value
+        if isinstance(value, str):
+            raise ConfigError(f"{key} must be a number or 'auto', got {value!r}")
+        annotation = int  # otherwise a number
     value = _convert(key, value, annotation)
     allowed = field_range(field)
     if allowed is not None and value is not None:

@@ -4,8 +4,8 @@ import pytest
 
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
+from aiayn.training.auto_settings import take_auto_settings
 from aiayn.training.config import apply_overrides, config_from_dict, load_config, read_yaml
-from aiayn.training.regularisation import take_auto_dropout
 
 
 def test_default_config_is_the_dates_task():
@@ -79,7 +79,7 @@ def test_the_translation_configs_are_all_found():
 @pytest.mark.parametrize("path", SHIPPED, ids=[p.name for p in SHIPPED])
 def test_shipped_configs_validate(path):
     config = load_config(path)
-    take_auto_dropout(config)  # `model.dropout: auto` is chosen at start-up; a placeholder here
+    take_auto_settings(config)  # settings at `auto` are chosen at start-up; placeholders here
     model = ModelConfig.preset(config.model.preset, src_vocab_size=100, tgt_vocab_size=100,
                                **config.model.overrides)
     assert model.d_model > 0

@@ -179,7 +179,10 @@ class TrainConfig:
     max_epochs: int | None = setting(None, range=POSITIVE_INT, help="stop after this many epochs")
     max_minutes: float | None = setting(None, range=POSITIVE, help="stop after this much wall-clock time")
     schedule_follows_budget: bool = setting(True, help="the learning-rate decay follows the clock too")
-    batch_tokens: int = setting(4096, range=POSITIVE_INT, help="padded positions per batch, at most")
+    batch_tokens: int | str = setting(
+        4096, range=POSITIVE_INT, auto=True,
+        help="padded positions per batch, at most; 'auto': 3000 or 1500 by the updates the budget allows",
+    )
     accumulate: int = setting(1, range=POSITIVE_INT, help="batches per optimiser step")
     schedule: str = setting(
         "noam", choices=("noam", "inverse_sqrt", "cosine", "constant"), help="learning-rate schedule"
@@ -285,7 +288,7 @@ class RunConfig:
 
 AUTO_MODEL_KEYS = ("dropout",)
 """`model` settings that may be 'auto': chosen at start-up from the machine's speed
-(`aiayn.training.regularisation`); a number wins."""
+(`aiayn.training.auto_settings`); a number wins. The `train` section's say `auto=True`."""
 
 TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
 """`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""

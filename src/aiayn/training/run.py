@@ -13,8 +13,8 @@ model, classifier; see `aiayn.training.task`):
    `--resume` every rank reads it from the run directory), and saves it at the root; a task
    whose training data is a token store (translation, the language model) has it prepared
    once per machine by local rank 0 and memory-mapped by every rank (`shared_data`);
-5. build the model (with `model.dropout: auto`, after timing it to choose the dropout:
-   `aiayn.training.regularisation`) and train it with the `Trainer` (which writes
+5. build the model (with `model.dropout` or `train.batch_tokens` at `auto`, after timing it to
+   choose them: `aiayn.training.auto_settings`) and train it with the `Trainer` (which writes
    checkpoints, metrics and the best model);
 6. reload the best model (rank 0), add the task's final results, write `results.json`.
 
@@ -41,6 +41,7 @@ from aiayn.errors import AiaynError, ConfigError, DataError
 from aiayn.files import atomic_write_text
 from aiayn.model_card import write_model_card
 from aiayn.model_dir import is_model_dir, load_model, meta_model
+from aiayn.training.auto_settings import choose_auto_settings, take_auto_settings
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
@@ -54,7 +55,6 @@ from aiayn.training.distributed import (
 from aiayn.training.init_from import MODEL_CLASSES, InitSource, freeze
 from aiayn.training.loss import validation_loss
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
-from aiayn.training.regularisation import choose_dropout, take_auto_dropout
 from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
@@ -220,7 +220,7 @@ def _train_and_report(
             return init.build(MODEL_CLASSES[task.model_type](), config.model.overrides)
         return task.build_model(config, data)
 
-    auto_dropout = take_auto_dropout(config)  # `model.dropout: auto`, chosen once the model fits
+    auto = take_auto_settings(config)  # settings left at `auto`, chosen once the model fits
     if resume:  # the checkpoint and the config agree before anything is allocated
         check_resume_model(run_dir, build_model, str(run_dir / CONFIG_FILE))
     # A model too large for the memory is refused before any of it is allocated.
@@ -228,9 +228,9 @@ def _train_and_report(
     layout = meta_model(build_model, model_settings)
     device = rank_device(select_device(config.train.device), dist)
     check_training_fits(layout, device, model_settings)
-    measured_precision = ""  # `train.precision: auto` timed along with the dropout's speed
-    if auto_dropout:
-        choice = choose_dropout(config, build_model, data.train, task.loss, device, dist)
+    measured_precision = ""  # `train.precision: auto` timed along with the speed the rules need
+    if auto:
+        choice = choose_auto_settings(config, auto, build_model, data.train, task.loss, device, dist)
         measured_precision = choice.precision if config.train.precision == "auto" else ""
         torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
     model = build_model()
