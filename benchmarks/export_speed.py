@@ -26,6 +26,10 @@ comparison is made fair in the ways a shared machine and two OpenMP runtimes nee
 - the CPU's model, family and flags, and the backend CTranslate2 chose (`CT2_VERBOSE=1`'s log)
   are recorded with the figures.
 
+aiayn runs eager and compiled (`aiayn.load(..., compile=True)`: `aiayn_*_compiled`); a compiled
+worker warms up on every batch once, so that its graphs are compiled before the timed run, and
+reports that time (`warmup_s`, load and compilation included).
+
 Each engine decodes with aiayn's settings (length limit source + 50, `<pad>`/`<bos>` never
 generated, GNMT length penalty with `--alpha`; see `aiayn.inference.ctranslate2`) and is scored
 with sacreBLEU on the outputs of its last run.
@@ -48,7 +52,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "export.json"
-ENGINES = ("aiayn_float32", "ctranslate2_float32", "aiayn_int8", "ctranslate2_int8")
+ENGINES = ("aiayn_float32", "aiayn_float32_compiled", "ctranslate2_float32",
+           "aiayn_int8", "aiayn_int8_compiled", "ctranslate2_int8")
 CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8", "f16c")
 
 
@@ -83,18 +88,20 @@ def run_worker(args: argparse.Namespace) -> None:
     batches: list[list[str]] = json.loads(Path(args.batches).read_text())
     engine, beam = args.worker, args.beam
     rows = [0]
+    started = time.perf_counter()
     if engine.startswith("aiayn"):
         from aiayn import load
 
-        quantize = "int8" if engine == "aiayn_int8" else None
-        translator = load(args.model, "cpu", task="translation", quantize=quantize)
-        decode = translator.model.decode
+        quantize = "int8" if "int8" in engine else None
+        compiled = engine.endswith("_compiled")
+        translator = load(args.model, "cpu", task="translation", quantize=quantize, compile=compiled)
+        decode_step = translator.model.decode_step
 
-        def counted_decode(tgt_in, *rest, **kwargs):  # counts decoder rows x steps
-            rows[0] += tgt_in.size(0)
-            return decode(tgt_in, *rest, **kwargs)
+        def counted_step(last, *rest):  # counts decoder rows x steps
+            rows[0] += last.size(0)
+            return decode_step(last, *rest)
 
-        translator.model.decode = counted_decode
+        translator.model.decode_step = counted_step
     else:
         from aiayn.inference import CTranslate2Translator
 
@@ -105,8 +112,11 @@ def run_worker(args: argparse.Namespace) -> None:
     run = equal_work_runner(translator, engine, beam, args.length) if args.mode == "equal_work" else (
         lambda batch: translator.translate(batch, beam=beam, alpha=args.alpha, batch_tokens=10**9)
     )
-    for batch in batches[:3]:  # warm-up: first calls allocate and fill caches
-        run(batch[:8])
+    # Warm-up: first calls allocate and fill caches; a compiled decoder compiles its graphs on
+    # all the shapes the timed run will see (the time is reported as warmup_s).
+    for batch in batches if engine.endswith("_compiled") else [batch[:8] for batch in batches[:3]]:
+        run(batch)
+    warmup = time.perf_counter() - started
     rows[0] = 0
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     outputs = [line for batch in batches for line in run(batch)]
@@ -115,7 +125,7 @@ def run_worker(args: argparse.Namespace) -> None:
     sentences = sum(len(batch) for batch in batches)
     print(json.dumps({
         "wall_s": wall, "user_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime,
-        "minor_faults": after.ru_minflt - before.ru_minflt,
+        "minor_faults": after.ru_minflt - before.ru_minflt, "warmup_s": warmup,
         "row_steps_per_sentence": rows[0] / sentences if engine.startswith("aiayn") else None,
         "outputs": outputs if args.mode == "search" else None,
     }))
@@ -240,8 +250,8 @@ def main(argv: list[str] | None = None) -> dict | None:
 
     beams = [int(b) for b in args.beams.split(",")]
     settings = [("search", beam, engine) for beam in beams for engine in ENGINES
-                if beam == 4 or not engine.endswith("int8")]
-    settings += [("equal_work", beams[0], engine) for engine in ENGINES[:2]]
+                if beam == 4 or "int8" not in engine]
+    settings += [("equal_work", beams[0], engine) for engine in ("aiayn_float32", "ctranslate2_float32")]
     runs: dict[tuple[str, int, str], list[dict]] = {key: [] for key in settings}
     for repeat in range(args.repeats):
         for key in settings:
@@ -264,6 +274,7 @@ def main(argv: list[str] | None = None) -> dict | None:
             "user_s": round(median(key, "user_s"), 3),
             "sys_s": round(median(key, "sys_s"), 3),
             "minor_faults": int(median(key, "minor_faults")),
+            "warmup_s": round(median(key, "warmup_s"), 1),
         }
         if found[0]["row_steps_per_sentence"] is not None:
             entry["row_steps_per_sentence"] = round(found[0]["row_steps_per_sentence"], 2)
@@ -285,6 +296,17 @@ def main(argv: list[str] | None = None) -> dict | None:
             "same_output_as_ctranslate2_float32": round(
                 sum(a == b for a, b in zip(ours["outputs"], theirs["outputs"], strict=True)) / n, 4),
         }
+        if "aiayn_float32_compiled" in per_engine:
+            compiled = per_engine["aiayn_float32_compiled"]
+            summary[name]["aiayn_compiled_vs_ctranslate2_float32_sent_s"] = round(
+                compiled["sent_s"] / theirs["sent_s"], 3)
+            summary[name]["aiayn_compiled_vs_ctranslate2_float32_cpu"] = round(
+                (theirs["user_s"] + theirs["sys_s"]) / (compiled["user_s"] + compiled["sys_s"]), 3)
+            summary[name]["compiled_same_output_as_aiayn_float32"] = round(
+                sum(a == b for a, b in zip(ours["outputs"], compiled["outputs"], strict=True)) / n, 4)
+        if "aiayn_int8_compiled" in per_engine:
+            summary[name]["aiayn_int8_compiled_vs_ctranslate2_float32_sent_s"] = round(
+                per_engine["aiayn_int8_compiled"]["sent_s"] / theirs["sent_s"], 3)
         if "aiayn_int8" in per_engine:
             int8 = per_engine["aiayn_int8"]
             summary[name]["aiayn_int8_vs_ctranslate2_float32_sent_s"] = round(

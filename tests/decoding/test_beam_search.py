@@ -129,8 +129,8 @@ class MarkovModel(nn.Module):
     def new_cache(self) -> DecoderCache:
         return DecoderCache.empty(1)
 
-    def decode(self, tgt_in, memory, src_padding_mask=None, cache=None, return_hidden=False):
-        return self.logp[tgt_in]  # (B, T, V)
+    def decode_step(self, last, memory, src_padding_mask, cache):
+        return self.logp[last[:, -1]]  # (B, V)
 
 
 def test_search_goes_on_while_an_open_beam_can_still_win():

@@ -16,7 +16,7 @@ import json
 
 from aiayn.cli.arguments import device_option
 from aiayn.cli.report_arguments import add_report_arguments, check_report_arguments
-from aiayn.cli.translate import add_model_arguments, add_search_arguments, one_line
+from aiayn.cli.translate import add_compile_argument, add_model_arguments, add_search_arguments, one_line
 from aiayn.data.corpus import read_lines
 from aiayn.errors import DataError
 from aiayn.evaluation.bleu import corpus_bleu, corpus_chrf
@@ -31,6 +31,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Translate --input, score against --ref with sacrebleu, report speed.",
     )
     add_model_arguments(parser)
+    add_compile_argument(parser)
     parser.add_argument("--input", required=True, metavar="FILE", help="source sentences")
     parser.add_argument("--ref", required=True, metavar="FILE", help="reference translations")
     add_search_arguments(parser)
@@ -68,7 +69,10 @@ def run(args: argparse.Namespace) -> int:
         )
         device = outputs.model["device"]
     else:
-        translator = load(args.model, device_option(args.device), task="translation", quantize=args.quantize)
+        translator = load(
+            args.model, device_option(args.device), task="translation", quantize=args.quantize,
+            compile=args.compile,
+        )
         result = evaluate_translation(
             translator, sources, references, beam=args.beam, alpha=args.alpha,
             max_len_extra=args.max_len, batch_tokens=args.batch_tokens, lowercase=args.lowercase,

@@ -45,9 +45,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--device", default="auto", help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)"
     )
-    from aiayn.cli.translate import add_quantize_argument
+    from aiayn.cli.translate import add_compile_argument, add_quantize_argument
 
     add_quantize_argument(parser)
+    add_compile_argument(parser)
     parser.add_argument(
         "--threads", type=bounded_int(1), metavar="N", help="torch threads (default: torch's choice)"
     )
@@ -159,7 +160,7 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     sock = listen(args.host, args.port)  # first: a busy port is reported before the model loads
     try:
-        model = load(args.model, device_option(args.device), quantize=args.quantize)
+        model = load(args.model, device_option(args.device), quantize=args.quantize, compile=args.compile)
         settings = ServeSettings(
             max_batch_tokens=args.max_batch_tokens,
             batch_wait_ms=args.batch_wait_ms,

@@ -174,10 +174,9 @@ def _beam_search(
 
     for t in range(L):
         b, width = beam_scores.size()
-        hidden = model.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)
         # 1. s_k + log p(w | beam k): the log-softmax overwrites the logits (no second
         # (b*w, V) buffer; `logsumexp` and a subtraction measured slower, RESULTS.md).
-        logits = model.output_projection(hidden[:, -1]).float()  # (b*w, V)
+        logits = model.decode_step(last, memory, src_padding_mask, cache)  # (b*w, V)
         uses_history = controls.repetition_penalty != 1.0 or controls.no_repeat_ngram_size > 0
         history = seqs[:, :width, :t].reshape(b * width, t) if uses_history else None  # (b*w, t)
         if history is not None:

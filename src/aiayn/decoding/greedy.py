@@ -94,8 +94,7 @@ def greedy_search(
         row = torch.arange(batch, device=src.device)  # (b,)
         last = out[:, :1]  # (b, 1): the last token of each open row; the cache holds the rest
         for t in range(steps):
-            hidden = model.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)
-            logits = model.output_projection(hidden[:, -1]).float()  # (b, V)
+            logits = model.decode_step(last, memory, src_padding_mask, cache)  # (b, V)
             history = out[row, 1 : t + 1] if uses_history else None  # (b, t) the tokens so far
             if history is not None:
                 penalize_repetitions(logits, history, controls.repetition_penalty)

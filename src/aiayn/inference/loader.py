@@ -29,16 +29,16 @@ _KINDS = {"translation": "a translation model ('transformer', encoder-decoder)",
 
 @overload
 def load(directory: str | Path, device: str | torch.device | None = None, *,
-         task: Literal["translation"], quantize: str | None = None) -> Translator: ...
+         task: Literal["translation"], quantize: str | None = None, compile: bool = False) -> Translator: ...
 @overload
 def load(directory: str | Path, device: str | torch.device | None = None, *,
-         task: Literal["lm"], quantize: str | None = None) -> Generator: ...
+         task: Literal["lm"], quantize: str | None = None, compile: bool = False) -> Generator: ...
 @overload
 def load(directory: str | Path, device: str | torch.device | None = None, *,
-         task: None = None, quantize: str | None = None) -> Translator | Generator: ...
+         task: None = None, quantize: str | None = None, compile: bool = False) -> Translator | Generator: ...
 def load(
     directory: str | Path, device: str | torch.device | None = None, *, task: str | None = None,
-    quantize: str | None = None,
+    quantize: str | None = None, compile: bool = False,
 ) -> Translator | Generator:
     """The `Translator` or `Generator` for a model directory.
 
@@ -50,6 +50,8 @@ def load(
             input quantized on the fly: `aiayn.model.int8_linear`; CTranslate2: its int8
             compute type).
             A CTranslate2 export already saved in int8 refuses it (it is int8 already).
+        compile: compile the decoding step of an aiayn translation model with `torch.compile`
+            (`aiayn.model.compiling`): faster decoding after tens of seconds of compiling.
     """
     if task is not None and task not in _KINDS:
         raise ConfigError(f"task must be one of {sorted(_KINDS)} or None, got {task!r}")
@@ -73,6 +75,9 @@ def load(
         )
     if task is not None and TASKS[model_type] != task:
         raise CheckpointError(f"{directory} holds a {model_type!r} model; this needs {_KINDS[task]}")
+    if compile and (is_ctranslate2_dir(directory) or model_type != "transformer"):
+        what = "a CTranslate2 export" if is_ctranslate2_dir(directory) else f"a {model_type!r} model"
+        raise ConfigError(f"compile applies to aiayn's own translation models; {directory} is {what}")
     if is_ctranslate2_dir(directory):
         from aiayn.inference.ctranslate2 import CTranslate2Generator, CTranslate2Translator
 
@@ -86,11 +91,12 @@ def load(
                 f"{directory} is already quantized (CTranslate2 loads it as {saved_as}); leave out quantize"
             )
         return runtime(directory, str(device or "auto"), compute_type=quantize)
-    return _load_torch(directory, model_type, device, quantize)
+    return _load_torch(directory, model_type, device, quantize, compile)
 
 
 def _load_torch(
-    directory: Path, model_type: str, device: str | torch.device | None, quantize: str | None = None
+    directory: Path, model_type: str, device: str | torch.device | None, quantize: str | None = None,
+    compile: bool = False,
 ) -> Translator | Generator:
     from aiayn.model_dir import load_model
 
@@ -99,6 +105,10 @@ def _load_torch(
     model = load_model(directory, device)
     # A loaded model is not trained further: its weights can be pre-packed, or quantized.
     model = quantize_int8(model) if quantize == "int8" else pack_for_inference(model)
+    if compile:
+        from aiayn.model.compiling import compile_decoding
+
+        model = compile_decoding(model)  # type: ignore[arg-type]
     specials = SpecialTokens.of(model.config)
     if model_type == "transformer":
         from aiayn.inference.torch_translator import TorchTranslator

@@ -15,6 +15,10 @@ float32 on the decoder's shapes, the fused kernel 2-4x faster, and the BLEU cost
 scale is measured in benchmarks/RESULTS.md. Elsewhere (CUDA) the per-row composition
 (`quantize_rows`, `torch._int_mm`) runs.
 
+Inside a compiled step (`aiayn.model.compiling`) the fused kernel is called through the custom
+operator `aiayn::int8_linear`, opaque to the compiler, which takes a plain view of the float
+weight slice carrying the packed int8 weights as an attribute (`INT8_FORM`).
+
 `quantize_int8(model)` swaps every `nn.Linear` (or `PackedLinear`) of a model for an
 `Int8Linear` (the float parameters stay, so `state_dict` and parameter counts do not change;
 the int8 copies are extra). Only for a model that is no longer trained.
@@ -29,6 +33,9 @@ from torch import Tensor, nn
 
 QUANTIZATIONS = ("int8",)
 """The values of `--quantize` / `quantize=`."""
+
+INT8_FORM = "_aiayn_int8"
+"""The attribute of a weight slice view holding the fused kernel's packed int8 weights."""
 
 
 def quantize_rows(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -80,8 +87,13 @@ class Int8Linear(nn.Module):
         if quantized is None:
             quantized = self._quantized[start, stop] = self._quantize(start, stop, x.device)
         flat = x.reshape(-1, self.in_features).float().contiguous()  # (N, in)
-        if len(quantized) == 1:  # the fused CPU kernel's packed weights
-            out = torch.ops.quantized.linear_dynamic(flat, quantized[0], True)  # (N, out); 7-bit input
+        if len(quantized) == 1:  # the fused CPU kernel, its packed weights attached to a slice view
+            (weight,) = quantized
+            if torch.compiler.is_compiling():
+                out = torch.ops.aiayn.int8_linear(flat, weight)  # (N, out)
+            else:
+                packed = getattr(weight, INT8_FORM)
+                out = torch.ops.quantized.linear_dynamic(flat, packed, True)  # (N, out); 7-bit input
         else:
             weight_t, weight_scale, bias = quantized  # (in, out), (1, out), (out,)
             values, row_scale = quantize_rows(flat)  # (N, in) int8, (N, 1)
@@ -93,16 +105,37 @@ class Int8Linear(nn.Module):
         return out.to(x.dtype).view(*x.shape[:-1], stop - start)
 
     def _quantize(self, start: int, stop: int, device: torch.device) -> tuple:
-        """Rows start..stop-1 of W in int8: (packed,) for the fused CPU kernel, else
-        (W^T int8 (in, out), scales (1, out), bias)."""
+        """Rows start..stop-1 of W in int8: (a view of W[start:stop] carrying the packed
+        weights,) for the fused CPU kernel, else (W^T int8 (in, out), scales (1, out), bias)."""
         weight, scale = quantize_rows(self.weight.detach()[start:stop])  # (out, in), (out, 1)
         bias = None if self.bias is None else self.bias.detach()[start:stop].float().contiguous()
         if device.type == "cpu" and fused_kernel_available():
-            return (_prepack(weight, scale.view(-1), bias),)
+            carrier = self.weight.detach()[start:stop]
+            setattr(carrier, INT8_FORM, _prepack(weight, scale.view(-1), bias))
+            return (carrier,)
         return weight.t().contiguous(), scale.view(1, -1), bias
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+
+
+def _int8_linear_cpu(x: Tensor, weight: Tensor) -> Tensor:
+    """(N, in) float32 -> (N, out) through the packed int8 weights attached to `weight` (out, in)."""
+    packed = getattr(weight, INT8_FORM, None)
+    if packed is None:
+        raise RuntimeError("aiayn::int8_linear needs a weight slice made by Int8Linear")
+    return torch.ops.quantized.linear_dynamic(x, packed, True)
+
+
+# Registered with the dispatcher directly, as aiayn::packed_linear (`aiayn.model.packed_linear`).
+_LIBRARY = torch.library.Library("aiayn", "FRAGMENT")
+_LIBRARY.define("int8_linear(Tensor x, Tensor weight) -> Tensor")
+_LIBRARY.impl("int8_linear", _int8_linear_cpu, "CPU")
+
+
+@torch.library.register_fake("aiayn::int8_linear", lib=_LIBRARY)
+def _(x: Tensor, weight: Tensor) -> Tensor:
+    return x.new_empty(x.size(0), weight.size(0))
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:

@@ -17,66 +17,81 @@ import torch
 from torch import Tensor
 
 
-@dataclass
 class AttentionCache:
     """Keys and values of one attention layer, each (B, H, S, d_k), or None before filling.
 
     Appended keys/values (self-attention) live in preallocated (B, H, capacity, d_k) buffers:
     a step writes its positions in place instead of copying the whole prefix, and `reorder`
     (beam search's surviving beams) copies the prefix once, into a second buffer kept for the
-    next reorder. `key`/`value` are then views of the filled part. Keys/values set directly
-    (cross-attention, computed once) are plain tensors, reordered by selection.
+    next reorder. The cache holds the buffers and how much of `buffers[0]` is filled (`rows`,
+    `length`); `key`/`value` are views of that part, made when asked for (a compiled step then
+    sees the buffers themselves, not views of them). Keys/values stored whole (`store`:
+    cross-attention, computed once) are plain tensors, reordered by selection.
     """
 
-    key: Tensor | None = None
-    value: Tensor | None = None
-    buffers: list[tuple[Tensor, Tensor]] = field(default_factory=list, repr=False)
+    def __init__(self) -> None:
+        self.buffers: list[tuple[Tensor, Tensor]] = []
+        self.rows = 0  # filled rows of buffers[0]
+        self.length = 0  # number of cached key positions S
+        self.stored: tuple[Tensor, Tensor] | None = None
 
     @property
-    def length(self) -> int:
-        """Number of cached key positions S."""
-        return 0 if self.key is None else self.key.size(2)
+    def key(self) -> Tensor | None:
+        """(B, H, S, d_k) cached keys, or None before filling."""
+        if self.stored is not None:
+            return self.stored[0]
+        return self.buffers[0][0][: self.rows, :, : self.length] if self.buffers else None
+
+    @property
+    def value(self) -> Tensor | None:
+        """(B, H, S, d_v) cached values, or None before filling."""
+        if self.stored is not None:
+            return self.stored[1]
+        return self.buffers[0][1][: self.rows, :, : self.length] if self.buffers else None
+
+    def store(self, key: Tensor, value: Tensor) -> None:
+        """Keep keys/values (B, H, S, d_k) computed once (cross-attention), contiguous (one
+        layout whatever their source, for a compiled step)."""
+        self.stored, self.rows, self.length = (key.contiguous(), value.contiguous()), key.size(0), key.size(2)
+
+    def has_room(self, positions: int) -> bool:
+        """Whether `append` can write `positions` more positions without growing its buffers
+        (and keep the spare position)."""
+        return bool(self.buffers) and self.buffers[0][0].size(2) > self.length + positions
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Add new positions (B, H, t, d_k) and return all keys/values so far."""
         cached, rows = self.length, key.size(0)
         needed = cached + key.size(2)
-        current = self._current()
-        if current is None or current[0].size(2) < needed:  # first append, or out of room
-            current = self._allocate(rows, max(needed, 2 * cached, 16), key)
-            if self.key is not None:
+        if not self.has_room(key.size(2)):  # first append, or out of room
+            # One position spare: the filled part is then never a whole buffer, whose view would
+            # be another layout to a compiled step (`aiayn.model.compiling`).
+            current = self._allocate(rows, max(needed, 2 * cached, 16) + 1, key)
+            if self.buffers:
                 current[0][:rows, :, :cached] = self.key
                 current[1][:rows, :, :cached] = self.value
             self.buffers = [current]
+        current = self.buffers[0]
         current[0][:rows, :, cached:needed] = key
         current[1][:rows, :, cached:needed] = value
-        self.key, self.value = current[0][:rows, :, :needed], current[1][:rows, :, :needed]
-        return self.key, self.value
+        self.rows, self.length = rows, needed
+        return current[0][:rows, :, :needed], current[1][:rows, :, :needed]
 
     def reorder(self, index: Tensor) -> None:
         """Keep batch rows `index` (LongTensor (B',)), e.g. the surviving beams."""
-        if self.key is None:
+        if self.stored is not None:
+            key, value = self.stored
+            self.store(key.index_select(0, index), value.index_select(0, index))
             return
-        current = self._current()
-        if current is None:  # set directly (cross-attention): plain tensors
-            self.key = self.key.index_select(0, index)
-            self.value = self.value.index_select(0, index)
+        if not self.buffers:
             return
-        rows, cached = index.size(0), self.length
+        rows, cached, current = index.size(0), self.length, self.buffers[0]
         spare = next((b for b in self.buffers if b is not current), None)
         if spare is None or spare[0].size(0) < rows or spare[0].size(2) < current[0].size(2):
-            spare = self._allocate(max(rows, current[0].size(0)), current[0].size(2), self.key)
-        key = torch.index_select(self.key, 0, index, out=spare[0][:rows, :, :cached])
-        value = torch.index_select(self.value, 0, index, out=spare[1][:rows, :, :cached])
-        self.key, self.value = key, value
-        self.buffers = [spare, current]
-
-    def _current(self) -> tuple[Tensor, Tensor] | None:
-        """The buffer pair `key`/`value` are views of (None before the first append, or for
-        keys/values set directly)."""
-        if self.buffers and self.key is not None and self.buffers[0][0].data_ptr() == self.key.data_ptr():
-            return self.buffers[0]
-        return None
+            spare = self._allocate(max(rows, current[0].size(0)), current[0].size(2), current[0])
+        torch.index_select(self.key, 0, index, out=spare[0][:rows, :, :cached])
+        torch.index_select(self.value, 0, index, out=spare[1][:rows, :, :cached])
+        self.buffers, self.rows = [spare, current], rows
 
     @staticmethod
     def _allocate(rows: int, capacity: int, like: Tensor) -> tuple[Tensor, Tensor]:
@@ -102,6 +117,13 @@ class DecoderCache:
     def length(self) -> int:
         """Number of target positions decoded so far (the position of the next token)."""
         return self.self_attention[0].length if self.self_attention else 0
+
+    def has_room(self, positions: int) -> bool:
+        """Whether a step of `positions` new positions only writes into existing buffers: every
+        self-attention buffer has room and the cross-attention keys/values are computed."""
+        return all(cache.has_room(positions) for cache in self.self_attention) and all(
+            cache.stored is not None for cache in self.cross_attention
+        )
 
     def reorder(self, index: Tensor) -> None:
         """Select batch rows `index` (B',) in every layer: used by beam search."""

@@ -113,7 +113,7 @@ class MultiHeadAttention(nn.Module):
         kv = linear_rows(self.in_proj, context.memory, d, 3 * d)  # K W^K, V W^V
         k, v = self.split_heads(padded(kv, context.memory_layout), 2)  # (B, S, 2D) -> 2 x (B, H, S, d_k)
         if cache is not None:
-            cache.key, cache.value = k, v
+            cache.store(k, v)
         return q, k, v
 
     def split_heads(self, x: Tensor, parts: int) -> list[Tensor]:

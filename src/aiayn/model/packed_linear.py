@@ -9,12 +9,20 @@ shapes run markedly faster than through PyTorch's default CPU GEMM (benchmarks/R
 `pack_for_inference(model)` swaps every `nn.Linear` of a float32 CPU model for a
 `PackedLinear` holding the same parameters (same names, same tied tensors: `state_dict` and
 parameter counts do not change). Only for a model that is no longer trained.
+
+A compiler cannot trace oneDNN's packed layout, so inside a compiled step
+(`aiayn.model.compiling`) the call goes through the custom operator `aiayn::packed_linear`,
+opaque to the compiler: it takes the plain weight slice, which carries its packed form as an
+attribute (`PACKED_FORM`), set once where the slice is made.
 """
 
 from __future__ import annotations
 
 import torch
 from torch import Tensor, nn
+
+PACKED_FORM = "_aiayn_packed"
+"""The attribute of a weight slice (a plain (out, in) tensor) holding its packed form."""
 
 
 def packing_available() -> bool:
@@ -40,7 +48,7 @@ class PackedLinear(nn.Module):
         self.bias = linear.bias
         self.in_features, self.out_features = linear.in_features, linear.out_features
         self.batch_hint = batch_hint
-        self._packed: dict[tuple[int, int], tuple[Tensor, Tensor | None]] = {}
+        self._slices: dict[tuple[int, int], tuple[Tensor, Tensor | None]] = {}
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., in) -> (..., out)."""
@@ -48,18 +56,45 @@ class PackedLinear(nn.Module):
 
     def rows(self, x: Tensor, start: int, stop: int) -> Tensor:
         """(..., in) -> (..., stop - start): the output features start..stop-1 alone."""
-        if (start, stop) not in self._packed:
+        weight, bias = self.slice(start, stop)
+        flat = x.reshape(-1, self.in_features).contiguous()  # (N, in)
+        if torch.compiler.is_compiling():
+            out = torch.ops.aiayn.packed_linear(flat, weight, bias)  # (N, out)
+        else:
+            out = torch.ops.mkldnn._linear_pointwise(flat, getattr(weight, PACKED_FORM), bias, "none", [], "")
+        return out.view(*x.shape[:-1], stop - start)
+
+    def slice(self, start: int, stop: int) -> tuple[Tensor, Tensor | None]:
+        """W[start:stop] (with its packed form attached) and b[start:stop], made once."""
+        if (start, stop) not in self._slices:
             weight = self.weight.detach()[start:stop].contiguous()
             bias = None if self.bias is None else self.bias.detach()[start:stop].contiguous()
-            packed = torch.ops.mkldnn._reorder_linear_weight(weight, self.batch_hint)
-            self._packed[start, stop] = (packed, bias)
-        packed, bias = self._packed[start, stop]
-        flat = x.reshape(-1, self.in_features).contiguous()  # (N, in)
-        out = torch.ops.mkldnn._linear_pointwise(flat, packed, bias, "none", [], "")  # (N, out)
-        return out.view(*x.shape[:-1], stop - start)
+            setattr(weight, PACKED_FORM, torch.ops.mkldnn._reorder_linear_weight(weight, self.batch_hint))
+            self._slices[start, stop] = (weight, bias)
+        return self._slices[start, stop]
 
     def extra_repr(self) -> str:
         return f"in_features={self.in_features}, out_features={self.out_features}, packed (oneDNN)"
+
+
+def _packed_linear_cpu(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """(N, in) -> (N, out) = x W^T + b through the packed form attached to `weight` (out, in)."""
+    packed = getattr(weight, PACKED_FORM, None)
+    if packed is None:
+        raise RuntimeError("aiayn::packed_linear needs a weight slice made by PackedLinear.slice")
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+# Registered with the dispatcher directly (not `torch.library.custom_op`, whose Python wrapper
+# costs several times the dispatch of a small product, on every call of a decoding step).
+_LIBRARY = torch.library.Library("aiayn", "FRAGMENT")
+_LIBRARY.define("packed_linear(Tensor x, Tensor weight, Tensor? bias) -> Tensor")
+_LIBRARY.impl("packed_linear", _packed_linear_cpu, "CPU")
+
+
+@torch.library.register_fake("aiayn::packed_linear", lib=_LIBRARY)
+def _(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    return x.new_empty(x.size(0), weight.size(0))
 
 
 def pack_for_inference(model: nn.Module) -> nn.Module:

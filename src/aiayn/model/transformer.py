@@ -164,6 +164,19 @@ class Transformer(PretrainedMixin, nn.Module):
         hidden = self.decoder(self.embed_target(tgt_in, target, offset), target, cross, cache)
         return hidden if return_hidden else self.output_projection(hidden)
 
+    def decode_step(
+        self, last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache
+    ) -> Tensor:
+        """One step of incremental decoding: the next token's logits after the cached prefix.
+
+        last: (B, 1) the last token of each row; memory: (B, S, D) (or one row per group of
+        beams, see `MultiHeadAttention`); src_padding_mask: (B, S) or None; cache: filled in
+        place. Returns (B, V) float32 logits. The one function a decoder calls per step, and
+        the one `aiayn.model.compiling` compiles.
+        """
+        hidden = self.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)  # (B, 1, D)
+        return self.output_projection(hidden[:, -1]).float()  # (B, V)
+
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> AttentionMaps:
         """Attention probabilities of every layer and head for one (source, target) pass."""

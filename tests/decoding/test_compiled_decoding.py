@@ -1,0 +1,76 @@
+"""The compiled decoding step (`aiayn.load(..., compile=True)`, `aiayn.model.compiling`) finds what
+the eager decoder finds, in a few graphs, and refuses what it cannot compile."""
+
+import pytest
+import torch
+
+from aiayn import load
+from aiayn.cli.main import main
+from aiayn.errors import ConfigError
+from aiayn.model.packed_linear import PackedLinear, packing_available
+
+from .helpers import tiny_transformer
+
+pytestmark = pytest.mark.skipif(not packing_available(), reason="needs PyTorch's oneDNN (CPU) linear ops")
+
+
+def _texts(count: int) -> list[str]:
+    from shared_dates import splits
+
+    return [source for source, _ in splits()["test"][:count]]
+
+
+def test_compiled_beam_and_greedy_search_same_as_eager(dates_run):
+    """The trained `dates` model on held-out inputs: beam 4 (n-best 2) and greedy, the same
+    hypotheses (scores may differ in the last bits); the step compiles without graph breaks into
+    at most a handful of graphs for every batch shape."""
+    from torch._dynamo.utils import counters
+
+    eager, compiled = load(dates_run, "cpu"), load(dates_run, "cpu", compile=True)
+    counters.clear()
+    texts = _texts(40)
+    for beam in (4, 1):
+        for size in (40, 7, 1):  # sentences finish and leave: rows shrink to one
+            batch = texts[:size]
+            ours = compiled.translate_nbest(batch, beam=beam, nbest=min(beam, 2))
+            theirs = eager.translate_nbest(batch, beam=beam, nbest=min(beam, 2))
+            assert [[h.text for h in hyps] for hyps in ours] == [[h.text for h in hyps] for hyps in theirs]
+            for mine, reference in zip(ours, theirs, strict=True):
+                assert [h.score for h in mine] == pytest.approx([h.score for h in reference], abs=1e-4)
+    assert not counters["graph_break"], dict(counters["graph_break"])
+    assert 1 <= counters["stats"]["unique_graphs"] <= 6
+
+
+def test_translate_cli_with_compile(dates_run, capsys):
+    text = _texts(1)[0]
+    assert main(["translate", "--model", str(dates_run), "--text", text]) == 0
+    eager = capsys.readouterr().out
+    assert main(["translate", "--model", str(dates_run), "--text", text, "--compile"]) == 0
+    assert capsys.readouterr().out == eager
+
+
+def test_compile_refuses_what_it_does_not_compile(dates_run, tmp_path, monkeypatch):
+    from aiayn.export import export_ctranslate2
+
+    pytest.importorskip("ctranslate2")
+    exported = export_ctranslate2(dates_run, tmp_path / "ct2")
+    with pytest.raises(ConfigError, match="compile applies to aiayn's own translation models.*CTranslate2"):
+        load(exported, "cpu", compile=True)
+    import aiayn.model.compiling as compiling
+
+    monkeypatch.setattr(compiling.shutil, "which", lambda name: None)
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
+        load(dates_run, "cpu", compile=True)
+
+
+def test_packed_linear_operator_needs_a_packed_slice():
+    """The compiled step's linear operator computes x W^T + b from the packed form of a slice
+    made by `PackedLinear.slice`, and refuses a plain tensor."""
+    model = tiny_transformer(0, vocab_size=24)
+    linear = PackedLinear(model.output_projection)
+    weight, bias = linear.slice(0, 10)
+    x = torch.randn(3, weight.size(1))
+    expected = torch.nn.functional.linear(x, model.output_projection.weight[:10])
+    torch.testing.assert_close(torch.ops.aiayn.packed_linear(x, weight, bias), expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="needs a weight slice made by PackedLinear.slice"):
+        torch.ops.aiayn.packed_linear(x, weight.clone(), bias)
