@@ -286,36 +286,36 @@ def main(argv: list[str] | None = None) -> dict | None:
             entry["outputs"] = outputs
         results[mode].setdefault(f"beam{beam}", {})[engine] = entry
 
+    def speed_ratio(ours: dict, theirs: dict) -> float:  # sentences/s, ours over theirs
+        return round(ours["sent_s"] / theirs["sent_s"], 3)
+
+    def cpu_ratio(ours: dict, theirs: dict) -> float:  # CPU seconds, theirs over ours
+        return round((theirs["user_s"] + theirs["sys_s"]) / (ours["user_s"] + ours["sys_s"]), 3)
+
+    def same_outputs(ours: dict, theirs: dict) -> float:
+        return round(sum(a == b for a, b in zip(ours["outputs"], theirs["outputs"], strict=True)) / n, 4)
+
     summary: dict = {}
     for name, per_engine in results["search"].items():
         ours, theirs = per_engine["aiayn_float32"], per_engine["ctranslate2_float32"]
         summary[name] = {
-            "aiayn_vs_ctranslate2_float32_sent_s": round(ours["sent_s"] / theirs["sent_s"], 3),
-            "aiayn_vs_ctranslate2_float32_cpu": round(
-                (theirs["user_s"] + theirs["sys_s"]) / (ours["user_s"] + ours["sys_s"]), 3),
-            "same_output_as_ctranslate2_float32": round(
-                sum(a == b for a, b in zip(ours["outputs"], theirs["outputs"], strict=True)) / n, 4),
+            "aiayn_vs_ctranslate2_float32_sent_s": speed_ratio(ours, theirs),
+            "aiayn_vs_ctranslate2_float32_cpu": cpu_ratio(ours, theirs),
+            "same_output_as_ctranslate2_float32": same_outputs(ours, theirs),
         }
         if "aiayn_float32_compiled" in per_engine:
             compiled = per_engine["aiayn_float32_compiled"]
-            summary[name]["aiayn_compiled_vs_ctranslate2_float32_sent_s"] = round(
-                compiled["sent_s"] / theirs["sent_s"], 3)
-            summary[name]["aiayn_compiled_vs_ctranslate2_float32_cpu"] = round(
-                (theirs["user_s"] + theirs["sys_s"]) / (compiled["user_s"] + compiled["sys_s"]), 3)
-            summary[name]["compiled_same_output_as_aiayn_float32"] = round(
-                sum(a == b for a, b in zip(ours["outputs"], compiled["outputs"], strict=True)) / n, 4)
-        if "aiayn_int8_compiled" in per_engine:
-            summary[name]["aiayn_int8_compiled_vs_ctranslate2_float32_sent_s"] = round(
-                per_engine["aiayn_int8_compiled"]["sent_s"] / theirs["sent_s"], 3)
-        if "aiayn_int8" in per_engine:
-            int8 = per_engine["aiayn_int8"]
-            summary[name]["aiayn_int8_vs_ctranslate2_float32_sent_s"] = round(
-                int8["sent_s"] / theirs["sent_s"], 3)
-            summary[name]["aiayn_int8_vs_ctranslate2_float32_cpu"] = round(
-                (theirs["user_s"] + theirs["sys_s"]) / (int8["user_s"] + int8["sys_s"]), 3)
-            summary[name]["aiayn_int8_bleu_minus_float32"] = round(int8["bleu"] - ours["bleu"], 2)
-            summary[name]["aiayn_int8_vs_ctranslate2_int8_sent_s"] = round(
-                int8["sent_s"] / per_engine["ctranslate2_int8"]["sent_s"], 3)
+            summary[name]["aiayn_compiled_vs_ctranslate2_float32_sent_s"] = speed_ratio(compiled, theirs)
+            summary[name]["aiayn_compiled_vs_ctranslate2_float32_cpu"] = cpu_ratio(compiled, theirs)
+            summary[name]["compiled_same_output_as_aiayn_float32"] = same_outputs(ours, compiled)
+        for engine in ("aiayn_int8", "aiayn_int8_compiled"):
+            if engine in per_engine:
+                int8, label = per_engine[engine], engine.removeprefix("aiayn_")
+                summary[name][f"aiayn_{label}_vs_ctranslate2_float32_sent_s"] = speed_ratio(int8, theirs)
+                summary[name][f"aiayn_{label}_vs_ctranslate2_float32_cpu"] = cpu_ratio(int8, theirs)
+                summary[name][f"aiayn_{label}_bleu_minus_float32"] = round(int8["bleu"] - ours["bleu"], 2)
+                summary[name][f"aiayn_{label}_vs_ctranslate2_int8_sent_s"] = speed_ratio(
+                    int8, per_engine["ctranslate2_int8"])
     equal = results["equal_work"][f"beam{beams[0]}"]
     ours_eq, theirs_eq = equal["aiayn_float32"], equal["ctranslate2_float32"]
     per_step_ratio = theirs_eq["user_s"] / ours_eq["user_s"]

@@ -6,10 +6,13 @@ import torch
 
 from aiayn import load
 from aiayn.cli.main import main
+from aiayn.decoding import beam_search
 from aiayn.errors import ConfigError
+from aiayn.inference.torch_translator import pad_batch
 from aiayn.model.packed_linear import PackedLinear, packing_available
 
 from .helpers import tiny_transformer
+from .reference_beam_search import assert_same_search, reference_beam_search
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="needs PyTorch's oneDNN (CPU) linear ops")
 
@@ -39,6 +42,12 @@ def test_compiled_beam_and_greedy_search_same_as_eager(dates_run):
                 assert [h.score for h in mine] == pytest.approx([h.score for h in reference], abs=1e-4)
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert 1 <= counters["stats"]["unique_graphs"] <= 6
+    # And what the plain reference beam search (no cache, one sentence at a time) finds.
+    model, config = compiled.model, compiled.config
+    ids = [[*row, config.eos_id] for row in compiled.tokenizers.source.encode_batch(texts)]
+    src = pad_batch(ids, config.pad_id, torch.device("cpu"))
+    ours = beam_search(model, src, 4, 0.6, max_len_extra=10, nbest=2)
+    assert_same_search(ours, reference_beam_search(model, src, 4, 0.6, max_len_extra=10, nbest=2))
 
 
 def test_translate_cli_with_compile(dates_run, capsys):
@@ -59,8 +68,10 @@ def test_compile_refuses_what_it_does_not_compile(dates_run, tmp_path, monkeypat
     import aiayn.model.compiling as compiling
 
     monkeypatch.setattr(compiling.shutil, "which", lambda name: None)
-    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
+    with pytest.raises(ConfigError, match="compile on CPU needs a C\\+\\+ compiler"):
         load(dates_run, "cpu", compile=True)
+    with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
+        compiling.compile_decoding(load(dates_run, "cpu").model)
 
 
 def test_packed_linear_operator_needs_a_packed_slice():

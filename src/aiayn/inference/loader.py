@@ -106,8 +106,10 @@ def _load_torch(
     # A loaded model is not trained further: its weights can be pre-packed, or quantized.
     model = quantize_int8(model) if quantize == "int8" else pack_for_inference(model)
     if compile:
-        from aiayn.model.compiling import compile_decoding
+        from aiayn.model.compiling import compile_decoding, compiler_available
 
+        if str(device).startswith("cpu") and not compiler_available():
+            raise ConfigError("compile on CPU needs a C++ compiler (g++ or clang++) on the PATH")
         model = compile_decoding(model)  # type: ignore[arg-type]
     specials = SpecialTokens.of(model.config)
     if model_type == "transformer":

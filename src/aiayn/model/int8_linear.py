@@ -8,8 +8,9 @@ accumulated in int32 and rescaled to float:
 
 On CPU the whole of that (quantize the input, int8 GEMM, rescale, bias) is one fused kernel,
 PyTorch's `quantized::linear_dynamic` (fbgemm / oneDNN), with the weights pre-packed once. Its
-input scale t is one per call (the batch's range, asymmetric uint8, 7 bits so that CPUs without
-VNNI cannot saturate), where CTranslate2 takes one per row: composing the per-row version from
+input scale t is one per call (the batch's range, asymmetric uint8: all 8 bits on a CPU with
+VNNI, 7 bits elsewhere so that the 16-bit sums of CPUs without VNNI cannot saturate), where
+CTranslate2 takes one per row: composing the per-row version from
 separate PyTorch ops (`torch._int_mm` between a quantize and a rescale pass) measured slower than
 float32 on the decoder's shapes, the fused kernel 2-4x faster, and the BLEU cost of the coarser
 scale is measured in benchmarks/RESULTS.md. Elsewhere (CUDA) the per-row composition
@@ -27,12 +28,28 @@ the int8 copies are extra). Only for a model that is no longer trained.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
 QUANTIZATIONS = ("int8",)
 """The values of `--quantize` / `quantize=`."""
+
+def _cpu_has_vnni() -> bool:
+    """Whether the CPU has VNNI (x86 int8 dot products into 32-bit sums); False where unknown."""
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        flags = next(line for line in lines if line.startswith("flags"))
+    except (OSError, StopIteration):
+        return False
+    return bool({"avx512_vnni", "avx_vnni"} & set(flags.split()))
+
+
+REDUCE_RANGE = not _cpu_has_vnni()
+"""Quantize the input to 7 bits, not 8 (`quantized::linear_dynamic`'s reduce_range), where the
+CPU lacks VNNI: its 16-bit intermediate sums could saturate (benchmarks/RESULTS.md has the BLEU
+of both)."""
 
 INT8_FORM = "_aiayn_int8"
 """The attribute of a weight slice view holding the fused kernel's packed int8 weights."""
@@ -93,7 +110,7 @@ class Int8Linear(nn.Module):
                 out = torch.ops.aiayn.int8_linear(flat, weight)  # (N, out)
             else:
                 packed = getattr(weight, INT8_FORM)
-                out = torch.ops.quantized.linear_dynamic(flat, packed, True)  # (N, out); 7-bit input
+                out = torch.ops.quantized.linear_dynamic(flat, packed, REDUCE_RANGE)  # (N, out)
         else:
             weight_t, weight_scale, bias = quantized  # (in, out), (1, out), (out,)
             values, row_scale = quantize_rows(flat)  # (N, in) int8, (N, 1)
@@ -124,7 +141,7 @@ def _int8_linear_cpu(x: Tensor, weight: Tensor) -> Tensor:
     packed = getattr(weight, INT8_FORM, None)
     if packed is None:
         raise RuntimeError("aiayn::int8_linear needs a weight slice made by Int8Linear")
-    return torch.ops.quantized.linear_dynamic(x, packed, True)
+    return torch.ops.quantized.linear_dynamic(x, packed, REDUCE_RANGE)
 
 
 # Registered with the dispatcher directly, as aiayn::packed_linear (`aiayn.model.packed_linear`).
