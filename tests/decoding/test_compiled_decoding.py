@@ -9,12 +9,14 @@ from aiayn.cli.main import main
 from aiayn.decoding import beam_search
 from aiayn.errors import ConfigError
 from aiayn.inference.torch_translator import pad_batch
+from aiayn.model.compiling import compiler_available
 from aiayn.model.packed_linear import PackedLinear, packing_available
 
 from .helpers import tiny_transformer
 from .reference_beam_search import assert_same_search, reference_beam_search
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="needs PyTorch's oneDNN (CPU) linear ops")
+needs_compiler = pytest.mark.skipif(not compiler_available(), reason="torch.compile on CPU needs a C++ compiler")
 
 
 def _texts(count: int) -> list[str]:
@@ -23,6 +25,7 @@ def _texts(count: int) -> list[str]:
     return [source for source, _ in splits()["test"][:count]]
 
 
+@needs_compiler
 def test_compiled_beam_and_greedy_search_same_as_eager(dates_run):
     """The trained `dates` model on held-out inputs: beam 4 (n-best 2) and greedy, the same
     hypotheses (scores may differ in the last bits); the step compiles without graph breaks into
@@ -50,6 +53,7 @@ def test_compiled_beam_and_greedy_search_same_as_eager(dates_run):
     assert_same_search(ours, reference_beam_search(model, src, 4, 0.6, max_len_extra=10, nbest=2))
 
 
+@needs_compiler
 def test_translate_cli_with_compile(dates_run, capsys):
     text = _texts(1)[0]
     assert main(["translate", "--model", str(dates_run), "--text", text]) == 0
