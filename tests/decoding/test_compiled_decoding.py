@@ -16,7 +16,7 @@ from .helpers import tiny_transformer
 from .reference_beam_search import assert_same_search, reference_beam_search
 
 pytestmark = pytest.mark.skipif(not packing_available(), reason="needs PyTorch's oneDNN (CPU) linear ops")
-needs_compiler = pytest.mark.skipif(not compiler_available(), reason="torch.compile on CPU needs a C++ compiler")
+needs_compiler = pytest.mark.skipif(not compiler_available(), reason="torch.compile needs a C++ compiler")
 
 
 def _texts(count: int) -> list[str]:
