@@ -36,6 +36,7 @@ from torch import Tensor, nn
 QUANTIZATIONS = ("int8",)
 """The values of `--quantize` / `quantize=`."""
 
+
 def _cpu_has_vnni() -> bool:
     """Whether the CPU has VNNI (x86 int8 dot products into 32-bit sums); False where unknown."""
     try:
@@ -105,12 +106,9 @@ class Int8Linear(nn.Module):
             quantized = self._quantized[start, stop] = self._quantize(start, stop, x.device)
         flat = x.reshape(-1, self.in_features).float().contiguous()  # (N, in)
         if len(quantized) == 1:  # the fused CPU kernel, its packed weights attached to a slice view
-            (weight,) = quantized
-            if torch.compiler.is_compiling():
-                out = torch.ops.aiayn.int8_linear(flat, weight)  # (N, out)
-            else:
-                packed = getattr(weight, INT8_FORM)
-                out = torch.ops.quantized.linear_dynamic(flat, packed, REDUCE_RANGE)  # (N, out)
+            # Compiled: the same kernel through the dispatcher, opaque to the compiler.
+            run = torch.ops.aiayn.int8_linear if torch.compiler.is_compiling() else _int8_linear_cpu
+            out = run(flat, quantized[0])  # (N, out)
         else:
             weight_t, weight_scale, bias = quantized  # (in, out), (1, out), (out,)
             values, row_scale = quantize_rows(flat)  # (N, in) int8, (N, 1)

@@ -58,10 +58,9 @@ class PackedLinear(nn.Module):
         """(..., in) -> (..., stop - start): the output features start..stop-1 alone."""
         weight, bias = self.slice(start, stop)
         flat = x.reshape(-1, self.in_features).contiguous()  # (N, in)
-        if torch.compiler.is_compiling():
-            out = torch.ops.aiayn.packed_linear(flat, weight, bias)  # (N, out)
-        else:
-            out = torch.ops.mkldnn._linear_pointwise(flat, getattr(weight, PACKED_FORM), bias, "none", [], "")
+        # Compiled: the same kernel through the dispatcher, opaque to the compiler.
+        run = torch.ops.aiayn.packed_linear if torch.compiler.is_compiling() else _packed_linear_cpu
+        out = run(flat, weight, bias)  # (N, out)
         return out.view(*x.shape[:-1], stop - start)
 
     def slice(self, start: int, stop: int) -> tuple[Tensor, Tensor | None]:
