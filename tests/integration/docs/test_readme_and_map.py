@@ -14,7 +14,7 @@ INDEX = ROOT / "docs" / "index.md"
 MAP_HEADING = "## Where the old README's sections went"
 # The sections of the README before it became a map (as at commit 91465a2).
 OLD_SECTIONS = [
-    "Quick start", "The model, as the paper names it", "Training", "Translating and scoring",
+    "Contents", "Quick start", "The model, as the paper names it", "Training", "Translating and scoring",
     "The evaluation report: which sentences fail, and what the model attended to",
     "Language models and classifiers", "Your own tokenizer", "Use your model elsewhere",
     "Start from a trained model", "Run tracking", "Looking inside", "Serve it",
