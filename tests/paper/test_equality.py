@@ -18,6 +18,7 @@ from aiayn.model import ModelConfig
 from aiayn.model_dir import load_model
 from aiayn.training.loss import translation_loss
 from shared_dates import splits
+
 from .helpers import assert_equal_at_targets, engine_log_probs, perturb, random_batch, twins
 
 RANDOM_CONFIGS = {

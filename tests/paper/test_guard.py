@@ -65,7 +65,7 @@ PLANTED = {
     "fused attention": ("def fast(q, k, v):\n    return F.scaled_dot_product_attention(q, k, v)\n",
                         "uses F.scaled_dot_product_attention"),
     "library module": ("LAYER = nn.TransformerEncoderLayer\n", "uses nn.TransformerEncoderLayer"),
-    "aiayn import": ("from aiayn.model import Transformer as EngineTransformer\n", "imports aiayn outside load()"),
+    "aiayn import": ("from aiayn.model import Transformer as Engine\n", "imports aiayn outside load()"),
     "501st line": (None, "more than 500"),
 }  # fmt: skip
 

@@ -4,7 +4,6 @@ the configs the paper does not have."""
 from __future__ import annotations
 
 import pytest
-import torch
 
 from aiayn import paper
 from aiayn.errors import CheckpointError, ConfigError
@@ -20,6 +19,7 @@ REFUSED = {
     "gelu": (lambda c: Transformer(c), dict(activation="gelu"), "activation='gelu'"),
     "output bias": (lambda c: Transformer(c), dict(output_bias=True), "output_bias=True"),
     "unscaled embeddings": (lambda c: Transformer(c), dict(scale_embedding=False), "scale_embedding=False"),
+    "attention dropout": (lambda c: Transformer(c), dict(attention_dropout=0.1), "attention_dropout > 0"),
     "decoder-only": (lambda c: DecoderOnlyLM(c), {}, "model_type='decoder_only'"),
     "encoder-only": (lambda c: EncoderOnly(c, num_classes=3), {}, "model_type='encoder_only'"),
 }  # fmt: skip
@@ -36,7 +36,10 @@ def test_load_refuses_what_the_paper_does_not_have(name: str, tmp_path) -> None:
     assert str(tmp_path) in message and "\n" not in message
 
 
-@pytest.mark.parametrize("overrides", [dict(norm_first=True), dict(activation="gelu"), dict(output_bias=True)])
+TRAINING_REFUSED = [dict(norm_first=True), dict(activation="gelu"), dict(output_bias=True)]
+
+
+@pytest.mark.parametrize("overrides", TRAINING_REFUSED)
 def test_training_refuses_what_the_paper_does_not_have(overrides: dict) -> None:
     with pytest.raises(ConfigError, match=r"^train.implementation=paper: aiayn.paper does not implement"):
         paper_model(ModelConfig.tiny(vocab_size=20, max_len=16, **overrides))

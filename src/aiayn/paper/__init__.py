@@ -390,7 +390,8 @@ def greedy_decode(model: Transformer, src: Tensor, max_len_extra: int = 50) -> l
         logits = model.decode(out, memory, source_mask)[:, -1]  # (B, V): the next token's
         logits[:, never] = float("-inf")
         out = torch.cat([out, logits.argmax(dim=-1, keepdim=True)], dim=1)
-        if all(c.eos_id in row or len(row) >= limit for row, limit in zip(out[:, 1:].tolist(), limits)):
+        rows = zip(out[:, 1:].tolist(), limits, strict=True)
+        if all(c.eos_id in row or len(row) >= limit for row, limit in rows):
             break
     model.train(was_training)
     outputs = []

@@ -93,7 +93,9 @@ class PaperTranslator(TorchRuntime, TranslatorBase):
         prefixes: list[list[int]] | None = None,
     ) -> list[list[Hypothesis]]:
         if beam != 1 or nbest != 1 or controls != NO_CONTROLS or prefixes is not None:
-            raise ConfigError("aiayn.paper decodes greedily only: beam 1, one hypothesis, no controls or prefix")
+            raise ConfigError(
+                "aiayn.paper decodes greedily only: beam 1, one hypothesis, no controls or prefix"
+            )
         eos_id = self.config.eos_id
         with_eos = [[*ids, eos_id] for ids in sources]
         outputs: list[list[int]] = [[] for _ in sources]
@@ -101,19 +103,31 @@ class PaperTranslator(TorchRuntime, TranslatorBase):
             src = pad_batch([with_eos[j] for j in batch], self.config.pad_id, self.device)  # (B, S)
             for j, tokens in zip(batch, paper.greedy_decode(self.model, src, max_len_extra), strict=True):
                 outputs[j] = tokens
-        scores = self._score_ids(sources, outputs, batch_tokens)
+        # A hypothesis cut at its length limit has no <eos> to score (`aiayn.decoding.common`).
+        limits = [min(len(s) + max_len_extra, self.config.max_len) for s in with_eos]
+        ended = [len(tokens) < limit for tokens, limit in zip(outputs, limits, strict=True)]
+        scores = self._sequence_scores(sources, outputs, ended, batch_tokens)
         return [[Hypothesis(tokens, score)] for tokens, score in zip(outputs, scores, strict=True)]
 
-    def _score_ids(self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int) -> list[float]:
+    def _score_ids(
+        self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
+    ) -> list[float]:
         """log P(target + <eos> | source) by teacher forcing (`aiayn.paper.Transformer.log_probs`)."""
+        return self._sequence_scores(sources, targets, [True] * len(targets), batch_tokens)
+
+    def _sequence_scores(
+        self, sources: list[list[int]], targets: list[list[int]], ended: list[bool], batch_tokens: int
+    ) -> list[float]:
+        """log P(target | source), with <eos> after each target where `ended` says so."""
         bos_id, eos_id, pad_id = self.config.bos_id, self.config.eos_id, self.config.pad_id
-        lengths = [max(len(s) + 1, len(t) + 1) for s, t in zip(sources, targets, strict=True)]
+        labels_of = [[*t, eos_id] if end else t for t, end in zip(targets, ended, strict=True)]
+        lengths = [max(len(s) + 1, len(t)) for s, t in zip(sources, labels_of, strict=True)]
         scores = [0.0] * len(sources)
         with eval_mode(self.model), torch.no_grad():
             for batch in length_batches(lengths, batch_tokens):
                 src = pad_batch([[*sources[i], eos_id] for i in batch], pad_id, self.device)  # (B, S)
-                tgt_in = pad_batch([[bos_id, *targets[i]] for i in batch], pad_id, self.device)  # (B, T)
-                labels = pad_batch([[*targets[i], eos_id] for i in batch], pad_id, self.device)  # (B, T)
+                tgt_in = pad_batch([[bos_id, *labels_of[i][:-1]] for i in batch], pad_id, self.device)
+                labels = pad_batch([labels_of[i] for i in batch], pad_id, self.device)  # (B, T)
                 picked = self.model.log_probs(src, tgt_in).gather(2, labels[:, :, None]).squeeze(2)
                 sums = picked.masked_fill(labels == pad_id, 0.0).sum(dim=1)  # (B,)
                 for i, value in zip(batch, sums.tolist(), strict=True):
@@ -121,10 +135,13 @@ class PaperTranslator(TorchRuntime, TranslatorBase):
         return scores
 
 
-def greedy_metrics(model: paper.Transformer, tokenizers: TokenizerPair, pairs: list[tuple[str, str]]) -> dict:
+def greedy_metrics(
+    model: paper.Transformer, tokenizers: TokenizerPair, pairs: list[tuple[str, str]]
+) -> dict[str, Any]:
     """BLEU, chrF and exact match of `aiayn.paper.greedy_decode` on `pairs`."""
     references = [t for _, t in pairs]
-    evaluation = evaluate_translation(PaperTranslator(model, tokenizers), [s for s, _ in pairs], references, beam=1)
+    translator = PaperTranslator(model, tokenizers)
+    evaluation = evaluate_translation(translator, [s for s, _ in pairs], references, beam=1)
     matches = sum(h == r for h, r in zip(evaluation.hypotheses, references, strict=True))
     return evaluation.to_dict() | {
         "signature": evaluation.bleu.signature,
@@ -139,9 +156,13 @@ class PaperTranslationTask(TranslationTask):
     def check_config(self, config: RunConfig) -> None:
         super().check_config(config)
         if config.train.init_from is not None:
-            raise ConfigError("train.implementation=paper trains from fresh weights; leave out train.init_from")
+            raise ConfigError(
+                "train.implementation=paper trains from fresh weights; leave out train.init_from"
+            )
         if config.train.bleu_beam != 1:
-            raise ConfigError("train.implementation=paper validates with greedy decoding; set train.bleu_beam=1")
+            raise ConfigError(
+                "train.implementation=paper validates with greedy decoding; set train.bleu_beam=1"
+            )
 
     def build_model(self, config: RunConfig, data: PreparedData) -> PaperModel:  # type: ignore[override]
         return paper_model(build_model_config(config, data.tokenizers))
@@ -165,7 +186,7 @@ class PaperTranslationTask(TranslationTask):
         pairs = data.test_pairs[: config.train.test_max_sentences]
         if not pairs:
             return {}
-        log.info("train.implementation=paper: the test split is decoded greedily (train.test_beam does not apply)")
+        log.info("train.implementation=paper: the test split is decoded greedily (not train.test_beam)")
         model = PaperModel(best.config).to(next(best.parameters()).device)  # type: ignore[arg-type]
         model.load_state_dict(best.state_dict())
         metrics = greedy_metrics(model, data.tokenizers, pairs)
@@ -178,6 +199,8 @@ class PaperTranslationTask(TranslationTask):
 def paper_task(task: Task[Any, Any]) -> PaperTranslationTask:
     """The paper-trained version of `task`; only translation (`aiayn train`) has one."""
     if not isinstance(task, TranslationTask):
-        raise ConfigError(f"train.implementation=paper trains translation models (aiayn train), not {task.command}")
+        raise ConfigError(
+            f"train.implementation=paper trains translation models (aiayn train), not {task.command}"
+        )
     return PaperTranslationTask()
 
