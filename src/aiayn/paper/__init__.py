@@ -35,7 +35,9 @@ from torch import Tensor, nn
 
 
 def padding_mask(tokens: Tensor, pad_id: int) -> Tensor:
-    """(B, T) ids -> (B, T) bool, True at real tokens: padding is never attended to."""
+    """(B, T) ids -> (B, T) bool, True at real tokens. Sec. 5.1: "Sentence pairs were batched
+    together by approximate sequence length"; the padding that fills the shorter ones is masked
+    like the illegal connections of Sec. 3.2.3, so that no position attends to it."""
     return tokens != pad_id
 
 
@@ -53,7 +55,8 @@ def subsequent_mask(length: int, device: torch.device | None = None) -> Tensor:
 def target_mask(tgt_in: Tensor, pad_id: int) -> Tensor:
     """(B, T) shifted-right target ids -> (B, 1, T, T): no padding key, no later position.
 
-    Position 0 holds the start token and is real even where that token is the padding id.
+    Sec. 3.2.3's masking of later positions, and of padding. Position 0 holds the start token
+    and is real even where that token is the padding id.
     """
     real = padding_mask(tgt_in, pad_id)
     real[:, 0] = True
