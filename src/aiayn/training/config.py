@@ -238,6 +238,11 @@ class TrainConfig:
         default_factory=list, help="parameter groups trained with no gradient and no optimizer state: "
         "embeddings, encoder, decoder, encoder.layers.0-2, ..."
     )
+    implementation: str = setting(
+        "engine", choices=("engine", "paper"),
+        help="what trains a translation model: 'engine' (aiayn.model) or 'paper' (aiayn.paper's forward, "
+        "loss and greedy decoding, through aiayn.training.paper_adapter); the model directory is the same",
+    )
     report_to: list[str] = setting(
         default_factory=list, help="run trackers besides metrics.jsonl: tensorboard, wandb"
     )

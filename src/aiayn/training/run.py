@@ -82,6 +82,10 @@ def run_task(
     """
     dist = dist or DistContext()
     run_dir = Path(run_dir)
+    if config.train.implementation == "paper":
+        from aiayn.training.paper_adapter import paper_task
+
+        task = paper_task(task)
     task.check_config(config)
     check_trackers(config.train.report_to)  # a tracker not installed: before any work
     find_metric(config.train.validation_metric, task.metrics)  # fail before any work
