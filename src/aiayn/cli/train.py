@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiayn.errors import ConfigError
-from aiayn.training.config import RunConfig, load_config
-from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+
+if TYPE_CHECKING:
+    from aiayn.training.config import RunConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -79,7 +81,9 @@ def without_default_model(config: RunConfig, args: argparse.Namespace) -> RunCon
 
 
 def run(args: argparse.Namespace) -> int:
+    from aiayn.training.config import load_config
     from aiayn.training.run import train_in_session
+    from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
     from aiayn.translation.task import TRANSLATION_TASK
 
     if args.resume is not None:

@@ -15,9 +15,10 @@ import torch
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
+from aiayn.decoding_options import QUANTIZATIONS
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference.interface import Generator, Translator
-from aiayn.model.int8_linear import QUANTIZATIONS, quantize_int8
+from aiayn.model.int8_linear import quantize_int8
 from aiayn.model.packed_linear import pack_for_inference
 
 TASKS = {"transformer": "translation", "decoder_only": "lm"}

@@ -33,8 +33,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-QUANTIZATIONS = ("int8",)
-"""The values of `--quantize` / `quantize=`."""
+from aiayn.decoding_options import QUANTIZATIONS  # noqa: F401 (the values of quantize=, kept here too)
 
 
 def _cpu_has_vnni() -> bool:
