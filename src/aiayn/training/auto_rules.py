@@ -333,3 +333,59 @@ def estimated_speed(small_tokens_per_s: float, vocab_size: int) -> Callable[[str
     in inverse proportion to `preset_cost` (for the docs' table; a run times its own)."""
     reference = preset_cost(TIMED_PRESET, 8000)
     return lambda preset: small_tokens_per_s * reference / preset_cost(preset, vocab_size)
+
+
+TWO_CORE_SMALL_TOKENS_PER_S = 6745.0
+"""The `small` model's training speed that the docs' table assumes: a 2-core CPU (AMD EPYC, two
+threads, bf16 as `train.precision: auto` chose), timed at start-up (RESULTS.md, "`train.batch_tokens:
+auto`, and the recipe at the three speeds": "fp32 3,241, bf16 6,745")."""
+
+MULTI30K_LENGTHS = (14.23, 13.69)
+"""Mean tokens per source and target sentence of Multi30k de-en under a joint 8000-token BPE,
+which the docs' table assumes for every corpus."""
+
+BACKED_BY_RUNS = {(30_000, 60): "a run: Multi30k de-en, 2 threads (RESULTS.md)"}
+"""Rows of the docs' table that a recorded run of the same choices backs (Multi30k validated on its
+own 1,014 sentences rather than a split)."""
+
+
+def estimated_plan(pairs: int, minutes: float, small_tokens_per_s: float = TWO_CORE_SMALL_TOKENS_PER_S,
+                   lengths: tuple[float, float] = MULTI30K_LENGTHS, max_steps: int | None = 1_000_000) -> Plan:
+    """What every `auto` of the built-in files recipe chooses for `pairs` pairs of sentences of
+    `lengths` tokens, `minutes` of training at `small_tokens_per_s` (no validation set given):
+    the rules applied to estimates instead of measurements (`estimated_speed`, `PADDING_FILL`)."""
+    mean_src, mean_tgt = lengths
+    valid = validation_split_size(pairs)
+    train_pairs = pairs - valid
+    vocab = vocab_size_for_pairs(pairs)
+    profile = CorpusProfile(train_pairs, round(train_pairs * mean_src), round(train_pairs * mean_tgt),
+                            valid_pairs=valid)
+
+    def target_per_batch(batch_tokens: int) -> float:
+        return batch_tokens * PADDING_FILL * (mean_tgt + 1) / (max(mean_src, mean_tgt) + 1)
+
+    run = Run(
+        budget_s=60 * minutes, max_steps=max_steps, max_epochs=None, batches_per_step=1, preset=TIMED_PRESET,
+        batch_tokens=BATCH_TOKENS_CHOICES[0], eval_every=AUTO, tokens_per_s=estimated_speed(small_tokens_per_s, vocab),
+        target_per_batch=target_per_batch,
+        batches_per_epoch=lambda b: math.ceil(train_pairs * (mean_tgt + 1) / target_per_batch(b)),
+    )
+    plan = plan_auto(AUTO_ORDER, profile, run)
+    return plan._replace(choices=[Choice("data.vocab_size", vocab, f"{pairs:,} pairs"), *plan.choices])
+
+
+def choices_table(pairs: tuple[int, ...] = (30_000, 150_000, 1_000_000, 5_000_000),
+                  minutes: tuple[float, ...] = (30, 60)) -> str:
+    """docs/auto-settings.md's table: `estimated_plan` for each corpus size and budget."""
+    names = ("data.vocab_size", "model.preset", "train.batch_tokens", "model.dropout", "train.warmup",
+             "train.eval_every", "train.bleu_max_sentences")
+    lines = ["| pairs | minutes | " + " | ".join(f"`{n.split('.')[1]}`" for n in names)
+             + " | epochs | updates | backed by |", "|---" * (len(names) + 5) + "|"]
+    for count in pairs:
+        for budget in minutes:
+            plan = estimated_plan(count, budget)
+            values = " | ".join(str(plan.value(name)) for name in names)
+            backing = BACKED_BY_RUNS.get((count, budget), "the rules alone")
+            lines.append(f"| {count:,} | {budget:g} | {values} | {plan.epochs:,.1f} | "
+                         f"{plan.steps[plan.batch_tokens]:,.0f} | {backing} |")
+    return "\n".join(lines)
