@@ -54,9 +54,11 @@ def test_train_from_files_with_no_yaml(tmp_path, caplog, capsys):
         assert value != "auto", name
         shown = f"dropout {value}" if key == "dropout" else f"batch_tokens {value}" if key == "batch_tokens" \
             else str(value)
-        assert re.search(rf"{re.escape(name)} auto: [^\n]*\d[^\n]*: {re.escape(shown)}\n", caplog.text + "\n"), name
+        line = rf"{re.escape(name)} auto: [^\n]*\d[^\n]*: {re.escape(shown)}\n"
+        assert re.search(line, caplog.text + "\n"), name
     assert "data.vocab_size auto: 300 training pairs: 8000" in caplog.text
-    assert re.search(r"corpus: 270 training pairs, [\d,]+/[\d,]+ tokens \(mean .*95th percentile", caplog.text)
+    assert re.search(r"corpus: 270 training pairs, [\d,]+/[\d,]+ tokens \(mean .*95th percentile",
+                     caplog.text)
 
     # The validation split: in the run directory, the seeded share, and out of the training pairs.
     split = [(run / name).read_text().splitlines() for name in SPLIT_FILES]
@@ -79,23 +81,28 @@ def test_train_from_files_with_no_yaml(tmp_path, caplog, capsys):
     assert f"model.preset auto: {saved['model']['preset']} (" in out
 
 
-def test_the_split_is_reproducible_and_refused_for_a_tiny_corpus(tmp_path):
+def test_the_split_is_reproducible_opt_in_and_skipped_for_a_tiny_corpus(tmp_path, caplog):
     src, tgt, _ = write_corpus(tmp_path, lines=200)
-    config = DataConfig(task="files", train_src=str(src), train_tgt=str(tgt), seed=4)
-    settings = split_validation(config, tmp_path / "a")
-    again = split_validation(config, tmp_path / "b")
-    other = split_validation(DataConfig(task="files", train_src=str(src), train_tgt=str(tgt), seed=5),
-                             tmp_path / "c")
+
+    def files(**data):
+        return DataConfig(**{"task": "files", "train_src": str(src), "train_tgt": str(tgt),
+                             "valid_from_train": True} | data)
+
+    settings = split_validation(files(seed=4), tmp_path / "a")
+    again = split_validation(files(seed=4), tmp_path / "b")
+    other = split_validation(files(seed=5), tmp_path / "c")
     first = (tmp_path / "a" / SPLIT_FILES[1]).read_text()
-    assert first == (tmp_path / "b" / SPLIT_FILES[1]).read_text() != (tmp_path / "c" / SPLIT_FILES[1]).read_text()
+    assert len(first.splitlines()) == 20
+    assert first == (tmp_path / "b" / SPLIT_FILES[1]).read_text()
+    assert first != (tmp_path / "c" / SPLIT_FILES[1]).read_text()
     assert settings["remove_test_overlap"] is True and again["valid_tgt"].endswith(SPLIT_FILES[1])
     assert other["valid_src"] == str((tmp_path / "c" / SPLIT_FILES[0]).resolve())
-    given = DataConfig(task="files", train_src=str(src), train_tgt=str(tgt), valid_src=str(src),
-                       valid_tgt=str(tgt))
-    assert split_validation(given, tmp_path / "d") is None and not (tmp_path / "d").exists()
-    tiny, tiny_tgt, _ = write_corpus(tmp_path / "a", lines=5)
-    with pytest.raises(ConfigError, match="5 pairs: too few to split a validation set off"):
-        split_validation(DataConfig(task="files", train_src=str(tiny), train_tgt=str(tiny_tgt)), tmp_path / "e")
+    assert split_validation(files(valid_src=str(src), valid_tgt=str(tgt)), tmp_path / "d") is None
+    assert split_validation(files(valid_from_train=False), tmp_path / "e") is None  # a config's default
+    assert not (tmp_path / "d").exists() and not (tmp_path / "e").exists()
+    src, tgt, _ = write_corpus(tmp_path / "a", lines=5)
+    assert split_validation(files(), tmp_path / "f") is None
+    assert "5 training pairs are too few to split one off: training without validation" in caplog.text
 
 
 def test_shorthands_override_a_config_and_say_so(tmp_path, caplog):
@@ -122,7 +129,7 @@ def test_shorthands_override_a_config_and_say_so(tmp_path, caplog):
 @pytest.mark.parametrize("argv, message", [
     (["--train-src", "a.txt"], "--train-src and --train-tgt must be given together"),
     (["--train-src", "a", "--train-tgt", "b", "--valid-tgt", "c"], "--valid-src and --valid-tgt must be"),
-    (["--minutes", "3", "--set", "train.max_minutes=4"], "give train.max_minutes by its shorthand or by --set"),
+    (["--minutes", "3", "--set", "train.max_minutes=4"], "give train.max_minutes by its shorthand or by"),
     (["--resume", "run", "--train-src", "a", "--train-tgt", "b"], "drop --train-src, --train-tgt"),
 ])
 def test_shorthands_refused(argv, message, capsys):
@@ -136,4 +143,5 @@ def test_corpus_settings_at_auto_are_for_translation_only():
         check_auto_supported(config, measures_corpus=False)
     check_auto_supported(config, measures_corpus=True)
     with pytest.raises(ConfigError, match="model.preset 'auto' with train.init_from"):
-        check_auto_supported(config_from_dict({"model": {"preset": "auto"}, "train": {"init_from": "x"}}), True)
+        fine_tune = config_from_dict({"model": {"preset": "auto"}, "train": {"init_from": "x"}})
+        check_auto_supported(fine_tune, True)

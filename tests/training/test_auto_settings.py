@@ -98,7 +98,7 @@ def test_choose_batch_tokens_follows_the_measured_speed(monkeypatch, tokens_per_
         return {p: (10.0, int(tokens_per_s * 10)) for p in precisions}
 
     monkeypatch.setattr(auto_settings, "measure_training_steps", fake_timing)
-    assert take_auto_settings(config) == ("train.batch_tokens", "model.dropout")  # the order they are chosen in
+    assert take_auto_settings(config) == ("train.batch_tokens", "model.dropout")  # in the order chosen
     assert config.train.batch_tokens == BATCH_TOKENS_CHOICES[0]  # timed with the largest
     with caplog.at_level(logging.INFO, logger="aiayn.training.auto_settings"):
         choice = choose_auto_settings(

@@ -349,8 +349,10 @@ BACKED_BY_RUNS = {(30_000, 60): "a run: Multi30k de-en, 2 threads (RESULTS.md)"}
 own 1,014 sentences rather than a split)."""
 
 
-def estimated_plan(pairs: int, minutes: float, small_tokens_per_s: float = TWO_CORE_SMALL_TOKENS_PER_S,
-                   lengths: tuple[float, float] = MULTI30K_LENGTHS, max_steps: int | None = 1_000_000) -> Plan:
+def estimated_plan(
+    pairs: int, minutes: float, small_tokens_per_s: float = TWO_CORE_SMALL_TOKENS_PER_S,
+    lengths: tuple[float, float] = MULTI30K_LENGTHS, max_steps: int | None = 1_000_000,
+) -> Plan:
     """What every `auto` of the built-in files recipe chooses for `pairs` pairs of sentences of
     `lengths` tokens, `minutes` of training at `small_tokens_per_s` (no validation set given):
     the rules applied to estimates instead of measurements (`estimated_speed`, `PADDING_FILL`)."""
@@ -366,7 +368,8 @@ def estimated_plan(pairs: int, minutes: float, small_tokens_per_s: float = TWO_C
 
     run = Run(
         budget_s=60 * minutes, max_steps=max_steps, max_epochs=None, batches_per_step=1, preset=TIMED_PRESET,
-        batch_tokens=BATCH_TOKENS_CHOICES[0], eval_every=AUTO, tokens_per_s=estimated_speed(small_tokens_per_s, vocab),
+        batch_tokens=BATCH_TOKENS_CHOICES[0], eval_every=AUTO,
+        tokens_per_s=estimated_speed(small_tokens_per_s, vocab),
         target_per_batch=target_per_batch,
         batches_per_epoch=lambda b: math.ceil(train_pairs * (mean_tgt + 1) / target_per_batch(b)),
     )

@@ -78,6 +78,10 @@ class DataConfig:
     valid_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': validation targets")
     test_src: str | None = setting(None, tasks=TRANSLATION, help="task 'files': test sources")
     test_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': test targets")
+    valid_from_train: bool = setting(
+        False, tasks=TRANSLATION, help="task 'files' without valid_src/valid_tgt: split a validation set "
+        "off the training pairs (seeded, saved in the run directory, removed from training)",
+    )
     tokenizer: str = setting(
         "bpe",
         tasks=EVERY_TASK,

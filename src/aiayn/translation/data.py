@@ -242,20 +242,21 @@ SPLIT_FILES = ("valid_split.src", "valid_split.tgt")
 
 
 def split_validation(config: DataConfig, run_dir: Path) -> dict[str, Any] | None:
-    """For task 'files' with no validation files: draw `validation_split_size` of the training
-    pairs (seeded by `data.seed`, so the same corpus gives the same split), write them into
-    `run_dir` (atomically), and return the settings that read them as the validation set and
-    remove them (and their repeats) from training (`data.remove_test_overlap`). None otherwise."""
-    if config.task != "files" or config.valid_src or config.valid_tgt:
+    """For task 'files' with `data.valid_from_train` and no validation files: draw
+    `validation_split_size` of the training pairs (seeded by `data.seed`, so the same corpus
+    gives the same split), write them into `run_dir` (atomically), and return the settings that
+    read them as the validation set and remove them (and their repeats) from training
+    (`data.remove_test_overlap`). None otherwise, and for a corpus too small to split (then the
+    run has no validation set, as logged)."""
+    if config.task != "files" or not config.valid_from_train or config.valid_src or config.valid_tgt:
         return None
     sources = train_sources(config)
     total = sum(source.count() for source in sources)
     size = validation_split_size(total)
-    if size < 1 or total - size < 1:
-        raise ConfigError(
-            f"data.train_src has {total} pairs: too few to split a validation set off; give --valid-src "
-            "and --valid-tgt (data.valid_src/data.valid_tgt)"
-        )
+    if size < 1:
+        log.warning("no validation set given, and %d training pairs are too few to split one off: "
+                    "training without validation (give data.valid_src/data.valid_tgt)", total)
+        return None
     chosen = set(np.random.default_rng(config.seed).choice(total, size, replace=False).tolist())
     pairs = itertools.chain.from_iterable(source.pairs() for source in sources)
     split = [pair for number, pair in enumerate(pairs) if number in chosen]
