@@ -18,6 +18,7 @@ from aiayn.training.auto_rules import (
     bleu_sentences_for_run,
     choices_table,
     eval_every_for_updates,
+    eval_share_for_updates,
     plan_auto,
     preset_cost,
     preset_for_run,
@@ -122,6 +123,17 @@ def test_a_setting_given_as_a_number_is_kept_and_read():
     assert plan.epochs < 2  # base's estimated speed is a tenth of small's here
     validations = int(plan.steps[3000] // 1000) + 1
     assert f"{validations} validations" in plan.choices[1].reason
+
+
+def test_a_run_bounded_by_epochs_alone_validates_every_so_many_steps():
+    recipe = yaml.safe_load((REPO / "configs" / "multi30k_de_en.yaml").read_text())
+    run = multi30k_run(1_768, recipe)._replace(budget_s=None, max_steps=None, max_epochs=2)
+    plan = plan_auto(("train.warmup", "train.eval_every"), MULTI30K, run)
+    updates = plan.steps[3000]  # two epochs of 3000-token batches
+    assert updates == 2 * math.ceil((MULTI30K.tgt_tokens + MULTI30K.pairs) / MULTI30K_TARGETS_PER_BATCH[3000])
+    assert plan.value("train.warmup") == round(0.06 * updates) == 20
+    # 328 updates: 6% would be 20 apart, so 16% (at least 50 apart), as steps
+    assert plan.value("train.eval_every") == round(eval_share_for_updates(updates) * updates) == 52
 
 
 def test_corpus_settings_need_a_corpus():

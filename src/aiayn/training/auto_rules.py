@@ -311,6 +311,8 @@ def plan_auto(auto: tuple[str, ...], profile: CorpusProfile | None, run: Run) ->
     eval_every = run.eval_every
     if "train.eval_every" in auto:
         eval_every = eval_every_for_updates(updates)
+        if run.max_steps is None and run.budget_s is None:  # no progress to take a share of: steps
+            eval_every = max(1, round(eval_share_for_updates(updates) * updates))
         choices.append(Choice("train.eval_every", eval_every, f"expected {updates:,.0f} updates"))
     if "train.bleu_max_sentences" in auto:
         if profile is None:
