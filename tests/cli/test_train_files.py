@@ -75,7 +75,9 @@ def test_train_from_files_with_no_yaml(tmp_path, caplog, capsys):
 
     results = json.loads((run / "results.json").read_text())
     assert results["test"]["split"] == "validation" and len(results["examples"]) == 8
+    assert list(results["auto_settings"]) == list(AUTO_SETTINGS)  # each, in the order chosen
     assert results["auto_settings"]["model.dropout"]["value"] == saved["model"]["dropout"]
+    assert results["auto_settings"]["data.vocab_size"] == {"value": 8000, "reason": "300 training pairs"}
     out = capsys.readouterr().out
     assert "held-out BLEU:" in out and "the validation set: no test set given" in out
     assert f"model.preset auto: {saved['model']['preset']} (" in out

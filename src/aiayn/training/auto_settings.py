@@ -100,12 +100,12 @@ def check_auto_supported(config: RunConfig, measures_corpus: bool) -> None:
         raise ConfigError("model.preset 'auto' with train.init_from: the source model fixes the size")
 
 
-def choose_vocab_size(config: DataConfig, pairs: int) -> int:
+def choose_vocab_size(config: DataConfig, pairs: int) -> Choice:
     """Set `config.vocab_size` from 'auto' to the rule's size for `pairs` training pairs, and log it."""
     choice = Choice("data.vocab_size", vocab_size_for_pairs(pairs), f"{pairs:,} training pairs")
     log.info(choice.describe())
     config.vocab_size = choice.value
-    return choice.value
+    return choice
 
 
 def profile_corpus(src_lengths: Sequence[int] | np.ndarray, tgt_lengths: Sequence[int] | np.ndarray,

@@ -232,12 +232,12 @@ def _train_and_report(
     device = rank_device(select_device(config.train.device), dist)
     check_training_fits(layout, device, model_settings)
     measured_precision = ""  # `train.precision: auto` timed along with the speed the rules need
-    chosen: dict[str, Any] = {}  # the settings chosen at `auto`, with their reasons, for results.json
+    chosen = {c.name: {"value": c.value, "reason": c.reason} for c in task.data_choices(data)}  # for results
     if auto:
         profile = task.corpus_profile(data) if task.measures_corpus else None
         choice = choose_auto_settings(config, auto, build_model, data.train, task.loss, device, dist, profile)
         measured_precision = choice.precision if config.train.precision == "auto" else ""
-        chosen = {c.name: {"value": c.value, "reason": c.reason} for c in choice.choices}
+        chosen |= {c.name: {"value": c.value, "reason": c.reason} for c in choice.choices}
         if "model.preset" in auto:  # the chosen size must fit as the placeholder did
             model_settings = describe_model_settings(config)
             check_training_fits(meta_model(build_model, model_settings), device, model_settings)

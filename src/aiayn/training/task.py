@@ -29,7 +29,7 @@ from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Names, Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
-from aiayn.training.auto_rules import CorpusProfile
+from aiayn.training.auto_rules import Choice, CorpusProfile
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.state import TrainState
 
@@ -178,6 +178,10 @@ class Task(ABC, Generic[TokenizerT, DataT]):
     @abstractmethod
     def loss(self, model: nn.Module, batch: Any, smoothing: float) -> tuple[Tensor, int]:
         """The `LossFn` over the data's batches: (summed loss, number of predictions)."""
+
+    def data_choices(self, data: DataT) -> tuple[Choice, ...]:
+        """The data settings its preparation chose at `auto` (`data.vocab_size`). Default: none."""
+        return ()
 
     def corpus_profile(self, data: DataT) -> CorpusProfile | None:
         """The training corpus as the `auto` rules read it (a `measures_corpus` task). Default: None."""

@@ -41,7 +41,7 @@ from aiayn.data.token_store import TokenStore, cache_dir_for
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
-from aiayn.training.auto_rules import AUTO, validation_split_size
+from aiayn.training.auto_rules import AUTO, Choice, validation_split_size
 from aiayn.training.auto_settings import choose_vocab_size
 from aiayn.training.config import DataConfig
 
@@ -63,6 +63,7 @@ class PreparedData:
     valid_pairs: Pairs
     test_pairs: Pairs
     store: TokenStore | None = None
+    choices: tuple[Choice, ...] = ()  # the data settings chosen at `auto` (data.vocab_size)
 
 
 def store_settings(config: DataConfig) -> StoreSettings:
@@ -208,8 +209,9 @@ def prepare_data(
         train_pairs, train_origin = heldout.pop("train")
         sources = [ListPairs(train_origin, train_pairs)]
     heldout_pairs = [pair for pairs, _ in heldout.values() for pair in pairs]
+    choices = ()
     if config.vocab_size == AUTO:  # before the tokenizer is trained: from the pairs alone
-        choose_vocab_size(config, sum(source.count() for source in sources))
+        choices = (choose_vocab_size(config, sum(source.count() for source in sources)),)
     store, tokenizers = find_or_prepare(
         sources,
         store_settings(config),
@@ -234,7 +236,7 @@ def prepare_data(
         tokenizers.source.vocab_size,
         tokenizers.target.vocab_size,
     )
-    return PreparedData(tokenizers, train, valid, valid_pairs, test_pairs, store)
+    return PreparedData(tokenizers, train, valid, valid_pairs, test_pairs, store, choices)
 
 
 SPLIT_FILES = ("valid_split.src", "valid_split.tgt")

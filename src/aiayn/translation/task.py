@@ -22,7 +22,7 @@ from aiayn.data.tokenizer import Names, TokenizerPair
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS
 from aiayn.inference.torch_translator import TorchTranslator
 from aiayn.model import ModelConfig, Transformer
-from aiayn.training.auto_rules import CorpusProfile
+from aiayn.training.auto_rules import Choice, CorpusProfile
 from aiayn.training.auto_settings import profile_corpus
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import translation_loss
@@ -101,6 +101,9 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
         """Task 'files' without validation files: a seeded share of the training pairs, saved in
         `run_dir` and removed from training (`aiayn.translation.data.split_validation`)."""
         return split_validation(config.data, run_dir)
+
+    def data_choices(self, data: PreparedData) -> tuple[Choice, ...]:
+        return data.choices
 
     def corpus_profile(self, data: PreparedData) -> CorpusProfile | None:
         """The training pairs' token lengths (from the store) and the validation pairs' count."""
