@@ -4,7 +4,9 @@
 # and chrF of both on Tatoeba-Challenge test_v2020, scored by the same sacreBLEU.
 #
 #   benchmarks/peers/joeynmt.sh setup    # JoeyNMT's own virtual environment (pip only)
+#   benchmarks/peers/joeynmt.sh probe    # data, BPE, the timed probe only: the updates it would run
 #   benchmarks/peers/joeynmt.sh run      # data, BPE, a timed probe, both trainings, the scores
+# (TRAIN_LINES=N: the first N training pairs only, for a quick check of the setup.)
 #
 # setup: a venv at JOEY_VENV (default ../peers/joeynmt-venv, outside the repository); torch comes
 # first, from the local CPU wheel pinned in constraints.txt (so no install pulls PyPI's multi-GB
@@ -42,7 +44,8 @@ export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 setup() {
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -c constraints.txt torch==2.13.0
-  "$VENV/bin/pip" install -c constraints.txt joeynmt==2.3.0
+  # joeynmt 2.3.0 imports importlib_metadata without declaring it
+  "$VENV/bin/pip" install -c constraints.txt joeynmt==2.3.0 importlib-metadata
   "$VENV/bin/python" -c "import joeynmt, torch; print('joeynmt', joeynmt.__version__, 'torch', torch.__version__)"
 }
 
@@ -98,10 +101,10 @@ joey() {  # CORE ARGS...: JoeyNMT on one core, one thread
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 taskset -c "$1" "$VENV/bin/python" -m joeynmt "${@:2}"
 }
 
-run() {
+prepare_and_probe() {  # sets UPDATES WARMUP VALIDATION PER_UPDATE
   mkdir -p "$WORK/data" "$OUT"
   for LANG_ in en es; do
-    gunzip -c "$DATA/train.$LANG_.gz" > "$WORK/data/train.$LANG_"
+    gunzip -c "$DATA/train.$LANG_.gz" | sed -n "1,${TRAIN_LINES:-\$}p" > "$WORK/data/train.$LANG_"
     gunzip -c "$DATA/valid.$LANG_.gz" > "$WORK/data/dev.$LANG_"
     gunzip -c "$DATA/test_v2020.$LANG_.gz" > "$WORK/data/test.$LANG_"
   done
@@ -126,7 +129,7 @@ PYEOF
   # The probe: seconds per update of this recipe on one thread, from the log's timestamps.
   joey_config probe "$PROBE_UPDATES" 10 100000 10 > "$WORK/probe.yaml"
   joey 1 train "$WORK/probe.yaml" --skip-test > "$WORK/probe.out" 2>&1
-  read -r UPDATES WARMUP VALIDATION SECONDS < <("$PY" - "$WORK/probe/train.log" "$MINUTES" <<'PYEOF'
+  read -r UPDATES WARMUP VALIDATION PER_UPDATE < <("$PY" - "$WORK/probe/train.log" "$MINUTES" <<'PYEOF'
 import re, sys
 from datetime import datetime
 steps = [(datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f"), int(m[2])) for m in re.finditer(
@@ -137,8 +140,12 @@ updates = int(0.9 * 60 * float(sys.argv[2]) / per_update)
 print(updates, max(1, round(0.06 * updates)), max(1, updates // 10), f"{per_update:.3f}")
 PYEOF
 )
-  echo "probe: $SECONDS s per update -> updates $UPDATES, warmup $WARMUP, validation every $VALIDATION"
+  echo "probe: $PER_UPDATE s per update -> updates $UPDATES, warmup $WARMUP, validation every $VALIDATION"
   joey_config joeynmt "$UPDATES" "$WARMUP" "$VALIDATION" 100 > "$WORK/joeynmt.yaml"
+}
+
+run() {
+  prepare_and_probe
 
   local start joey_pid aiayn_pid
   start=$(date +%s)
@@ -152,7 +159,7 @@ PYEOF
   joey 1 test "$WORK/joeynmt.yaml" -o "$WORK/joeynmt/hyp" > "$WORK/joeynmt_test.out" 2>&1
   "$PY" benchmarks/tatoeba_summary.py record "$WORK/aiayn" "$OUT/tatoeba_en_es_aiayn_fp32.json" \
     --command "taskset -c 0 $aiayn_command" --label name=aiayn_fp32 > /dev/null
-  "$PY" - "$WORK" "$OUT" "$UPDATES" "$WARMUP" "$SECONDS" <<'PYEOF'
+  "$PY" - "$WORK" "$OUT" "$UPDATES" "$WARMUP" "$PER_UPDATE" <<'PYEOF'
 import json, sys
 from pathlib import Path
 import sacrebleu
@@ -179,6 +186,7 @@ PYEOF
 
 case $MODE in
   setup) setup ;;
+  probe) prepare_and_probe ;;
   run) run ;;
-  *) echo "usage: benchmarks/peers/joeynmt.sh setup|run" >&2; exit 2 ;;
+  *) echo "usage: benchmarks/peers/joeynmt.sh setup|probe|run" >&2; exit 2 ;;
 esac
