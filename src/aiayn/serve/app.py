@@ -40,6 +40,7 @@ from aiayn.serve.schemas import (
     GenerateResponse,
     TranslateRequest,
     TranslateResponse,
+    error_responses,
 )
 from aiayn.serve.served_model import ServedModel, Unsupported
 
@@ -246,7 +247,9 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
     async def run_job(job: Job) -> Any:
         return await asyncio.wrap_future(worker.submit(job))
 
-    @app.post("/v1/translate", response_model=TranslateResponse)
+    # the document lists the endpoints of this service's model: the other kind's answers 404
+    @app.post("/v1/translate", response_model=TranslateResponse, responses=error_responses(),
+              include_in_schema=served.task == "translation")
     async def translate(request: TranslateRequest) -> dict[str, Any]:
         need_task("translation", "/v1/translate")
         if len(request.text) > settings.max_sentences:
@@ -281,7 +284,8 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
         nbests = await run_job(job) if request.text else []
         return {"translations": [[{"text": t.text, "score": t.score} for t in hyps] for hyps in nbests]}
 
-    @app.post("/v1/generate", response_model=GenerateResponse)
+    @app.post("/v1/generate", response_model=GenerateResponse, responses=error_responses(),
+              include_in_schema=served.task == "lm")
     async def generate(request: GenerateRequest) -> dict[str, Any]:
         need_task("lm", "/v1/generate")
         if request.max_new_tokens > settings.max_new_tokens:
@@ -302,15 +306,13 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
         job = Job(key=None, run=sample)
         return {"text": await run_job(job)}
 
-    @app.post("/v1/attention")
+    @app.post("/v1/attention", responses=error_responses())
     async def attention(request: AttentionRequest) -> dict[str, Any]:
-        if not request.text.strip():
-            raise LimitError(422, "the text is empty", "min_tokens", 1)
         check_lengths([request.text])
         text, beam = request.text, request.beam
         return await run_job(Job(key=None, run=lambda served: served.attention(text, beam)))
 
-    @app.get("/v1/model")
+    @app.get("/v1/model", responses=error_responses(401))
     async def model() -> dict[str, Any]:
         limits = {
             "max_request_bytes": settings.max_request_bytes,
