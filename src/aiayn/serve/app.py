@@ -9,7 +9,8 @@ page) and /static/* (its script and styles). Every error is a JSON body
 fields 422, a body over --max-request-bytes or more sentences than --max-sentences 413, a
 sentence longer than the model accepts 422, a missing or wrong API key 401. Bad input never
 gives 500, and no response carries a traceback (unexpected errors are logged, and answered
-with a one-line 500).
+with a one-line 500). The OpenAPI document (/openapi.json) lists the endpoints of the served
+model's task and documents each error status with its body (`ErrorResponse`).
 """
 
 from __future__ import annotations
