@@ -164,6 +164,26 @@ def test_error_statuses_are_documented_with_the_error_body(client, status):
     assert body.status_code == 400 and set(body.json()["error"]) == {"status", "message"}
 
 
+def test_the_api_key_is_in_the_document(client, translation_model):
+    """With --api-key, /v1/* declares the bearer scheme (so the fuzz also checks that a request
+    without the key is refused); without it, nothing is declared."""
+    document = client.get("/openapi.json").json()
+    assert document["components"]["securitySchemes"]["bearer"]["scheme"] == "bearer"
+    assert document["paths"]["/v1/translate"]["post"]["security"] == [{"bearer": []}]
+    assert "security" not in document["paths"]["/health"]["get"]
+    with TestClient(create_app(translation_model, ServeSettings())) as open_client:
+        assert "securitySchemes" not in open_client.get("/openapi.json").json()["components"]
+
+
+def test_the_fuzz_reports_an_api_key_that_is_not_checked(translation_model, monkeypatch):
+    """A service that declares the key but lets requests without it through fails the fuzz."""
+    from aiayn.serve import app as app_module
+
+    monkeypatch.setattr(app_module.RequestGuard, "_authorised", lambda self, headers: True)
+    with pytest.raises(FailureGroup, match="API accepts requests without authentication"):
+        fuzz(create_app(translation_model, ServeSettings(api_key=API_KEY)), API_KEY, examples=5)
+
+
 def test_the_api_key_is_required(client):
     response = client.get("/v1/model", headers={"Authorization": "Bearer wrong"})
     assert response.status_code == 401

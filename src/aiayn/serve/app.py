@@ -168,6 +168,25 @@ def validation_response(error: RequestValidationError) -> JSONResponse:
     return error_response(422, summary, details=details)
 
 
+def document_the_api_key(app: FastAPI) -> None:
+    """Declare in the OpenAPI document that /v1/* needs `Authorization: Bearer KEY` (--api-key)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        document = build()  # built once, then cached by FastAPI; marked once
+        if "bearer" not in document.setdefault("components", {}).get("securitySchemes", {}):
+            document["components"].setdefault("securitySchemes", {})["bearer"] = {
+                "type": "http", "scheme": "bearer", "description": "the service's --api-key"
+            }
+            for path, operations in document.get("paths", {}).items():
+                if path.startswith("/v1/"):
+                    for operation in operations.values():
+                        operation["security"] = [{"bearer": []}]
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(model: Translator | Generator, settings: ServeSettings | None = None) -> FastAPI:
     """The service for `model` (from `aiayn.load`); its worker thread starts and stops with
     the app's lifespan."""
@@ -190,6 +209,8 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
     )
     app.state.worker = worker
     app.state.served = served
+    if settings.api_key is not None:
+        document_the_api_key(app)
     app.add_middleware(RequestGuard, max_request_bytes=settings.max_request_bytes, api_key=settings.api_key)
 
     @app.exception_handler(RequestValidationError)
