@@ -65,10 +65,11 @@ def aiayn(*argv: str | Path, env: dict[str, str] | None = None) -> subprocess.Co
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, reason: str) -> None:
-    lines = result.stderr.strip().splitlines()
+    errors = [line for line in result.stderr.splitlines() if "error" in line.lower()]
     assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr and len(lines) >= 1, result.stderr
-    assert reason in lines[-1] and lines[-1].startswith("aiayn "), result.stderr
+    assert "Traceback" not in result.stderr and len(errors) == 1, result.stderr
+    assert reason in errors[0] and errors[0].startswith("aiayn "), result.stderr
+    assert "nothing was written" in errors[0], result.stderr
 
 
 @pytest.fixture(scope="module")
