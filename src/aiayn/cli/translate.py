@@ -30,7 +30,7 @@ from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
 from aiayn.inference import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation, load
-from aiayn.model.int8_linear import QUANTIZATIONS
+from aiayn.runtime import QUANTIZATIONS
 
 GZIP_MAGIC = b"\x1f\x8b"
 
