@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -86,20 +87,13 @@ def compile_decoding(model: Transformer) -> Transformer:
 
 
 def step_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    mask: Tensor | None = None,
-    dropout: float = 0.0,
-    need_weights: bool = False,
-    is_causal: bool = False,
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, **options: Any
 ) -> tuple[Tensor, Tensor | None]:
-    """`scaled_dot_product_attention` (same arguments and result), element-wise while compiled."""
-    if torch.compiler.is_compiling() and not need_weights and dropout == 0.0:
-        return elementwise_attention(query, key, value, mask, is_causal), None
-    return scaled_dot_product_attention(
-        query, key, value, mask=mask, dropout=dropout, need_weights=need_weights, is_causal=is_causal
-    )
+    """`scaled_dot_product_attention` (same arguments; `options`: its keyword ones), written
+    element-wise while compiled."""
+    if torch.compiler.is_compiling() and not options.get("need_weights") and not options.get("dropout"):
+        return elementwise_attention(query, key, value, mask, options.get("is_causal", False)), None
+    return scaled_dot_product_attention(query, key, value, mask, **options)
 
 
 def elementwise_attention(
