@@ -11,7 +11,7 @@ LONG_LINE_ACTIONS = ("truncate", "error")
 """What to do with a line longer than the model's max_len: cut it (with a warning) or raise."""
 
 QUANTIZATIONS = ("int8",)
-"""What `aiayn.load(..., quantize=)` accepts: int8 linear layers (`aiayn.model.int8_linear`)."""
+"""What `aiayn.load(..., quantize=)` accepts: int8 linear layers (`aiayn.runtime.int8`)."""
 
 EXPORT_QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 """The weight types of a CTranslate2 export (`aiayn.export.ctranslate2`)."""

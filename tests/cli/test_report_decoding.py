@@ -15,7 +15,7 @@ import torch
 import aiayn
 from aiayn.cli.main import main
 from aiayn.evaluation.report import decode_attention
-from aiayn.model.compiling import compiler_available
+from aiayn.runtime.compiled import compiler_available
 
 SOURCES = [
     "Saturday, 21 November 2026",

@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import platform
 import shlex
 import sys
 from collections.abc import Iterator
@@ -41,6 +40,7 @@ from aiayn.errors import AiaynError, ConfigError, DataError
 from aiayn.files import atomic_write_text
 from aiayn.model_card import write_model_card
 from aiayn.model_dir import is_model_dir, load_model, meta_model
+from aiayn.runtime.cpu import cpu_model
 from aiayn.training.auto_settings import check_auto_supported, choose_auto_settings, take_auto_settings
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
@@ -316,17 +316,6 @@ def split_validation(
         raise DataError(shared[1])
     for key, value in (shared[0] or {}).items():
         setattr(config.data, key, value)
-
-
-def cpu_model() -> str:
-    """The processor's name (for results.json and the model card)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def describe_model_settings(config: RunConfig) -> str:
