@@ -8,6 +8,13 @@ return the attention probabilities, and a fast one through
 probabilities are not needed. Masks follow the convention of `aiayn.model.masks` (True = may
 attend). `AttentionFunction` is the signature of this function, which multi-head attention
 holds as its `attention` (a runtime may give it another implementation of the same formula).
+
+Against the reference: the fast path computes Eq. 1 inside PyTorch's fused kernel without
+materialising the (T, S) probabilities; it is the formula of `aiayn.paper.attention`, its
+output equal up to float rounding
+(`tests/paper/test_fast_paths.py::test_the_fused_kernel_is_eq_1_of_the_reference`; the two
+paths here under arbitrary masks:
+`tests/model/test_attention.py::test_paths_agree_under_arbitrary_masks`).
 """
 
 from __future__ import annotations

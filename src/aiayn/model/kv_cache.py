@@ -1,5 +1,15 @@
 """Key/value cache for incremental (step-by-step) decoding.
 
+Against the reference: `aiayn.paper.greedy_decode` re-runs the decoder over the whole prefix at
+every step; with the cache a step computes the new position's keys and values only and reads
+the earlier ones. Earlier positions never attend to later ones (Sec. 3.2.3), so the cached keys
+and values are the numbers the full pass computes, and a step's output is the full pass's at
+its position. Proved by
+`tests/model/test_decoding_cache.py::test_transformer_step_by_step_matches_full_pass` and, on
+the trained `dates` model,
+`tests/paper/test_equality.py::test_dates_model_log_probs_and_greedy_outputs_equal` (the
+engine's cached greedy search gives the reference's outputs).
+
 At decoding step t the decoder needs the keys and values of all earlier target positions
 in each masked self-attention layer, and the keys and values of the encoder output in each
 encoder-decoder attention layer. Recomputing them every step would re-run the whole decoder

@@ -16,6 +16,12 @@ Two things sit around the formula without changing it: the key/value cache of in
 decoding (`aiayn.model.kv_cache`) supplies earlier keys and values, and in the packed
 training pass (`aiayn.model.packing`) the projections run on the real tokens alone, padded
 to (B, T) only for the score matmuls.
+
+Against the reference: `aiayn.paper.MultiHeadAttention` keeps W^Q, W^K, W^V as three matrices
+and makes three products; `FusedProjection` stacks them as the rows of `in_proj`, so its one
+product holds the three side by side: the same numbers
+(`tests/paper/test_fast_paths.py::test_the_fused_in_proj_is_the_references_four_matrices`; whole
+models: `tests/paper/test_equality.py::test_log_probs_equal_on_random_configs`).
 """
 
 from __future__ import annotations

@@ -1,5 +1,14 @@
 """Packed tokens: run the position-wise layers on real tokens only.
 
+Against the reference: `aiayn.paper` runs every sub-layer on the padded (B, T, D) batch, and
+its loss ignores the padding positions; the packed training pass runs the position-wise layers
+on the N real tokens alone. A position-wise layer's output at a position depends on that
+position only, and attention masks padding keys in both, so every real position gets the
+padded pass's value and gradient. Proved by
+`tests/paper/test_equality.py::test_gradients_equal_after_one_step` (the engine's packed
+training loss and the reference's loss give the same gradients) and
+`tests/model/test_packing.py::test_packed_pass_matches_padded_values_and_gradients`.
+
 Every layer of the Transformer but attention is position-wise: the Q/K/V and output
 projections, the feed-forward network (Sec. 3.3), LayerNorm, dropout and the residual
 additions treat each position on its own. In a padded (B, T, D) batch they also compute

@@ -1,5 +1,15 @@
 """A compiled decoding step: `torch.compile` of `Transformer.decode_step`, for inference.
 
+Against the reference: `aiayn.paper.greedy_decode` re-runs the decoder over the whole prefix at
+every step; the engine's step reads earlier keys and values from its cache, and compiled, that
+step's operators run as generated loops, attention written element-wise: the same arithmetic in
+another order, so the outputs are equal up to float rounding and the chosen tokens the same.
+Proved link by link: `tests/runtime/test_runtime.py::test_elementwise_attention_is_eq_1`,
+`tests/decoding/test_compiled_decoding.py::test_compiled_beam_and_greedy_search_same_as_eager`
+(compiled and eager search find the same hypotheses on the trained `dates` model), and
+`tests/paper/test_equality.py::test_dates_model_log_probs_and_greedy_outputs_equal` (the eager
+engine's greedy outputs are the reference's).
+
 A step of incremental decoding multiplies a few dozen rows by each weight matrix; between
 those products it runs some thirty small operators per layer (head split, cache write,
 attention over the few cached keys, residual, layer norm), each a separate PyTorch call.

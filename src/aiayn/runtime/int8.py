@@ -1,5 +1,14 @@
 """int8 linear layers for inference: per-channel int8 weights, activations quantized on the fly.
 
+Against the reference: NOT the same result. `aiayn.paper` multiplies float32 inputs by float32
+weights; here each weight is rounded to one of 255 steps of its output channel's range and each
+input to one of 256 (or 128) steps of its batch's range, so every product approximates
+x W^T + b to within those steps. The difference is bounded by
+`tests/runtime/test_against_paper.py::test_int8_log_probs_stay_within_a_bound_of_the_reference`
+(log-probabilities within 0.1 of the reference's, on a tiny model) and
+`tests/runtime/test_runtime.py::test_accelerate_keeps_the_state_dict_and_the_outputs` (outputs
+within 3% of the float model's largest output); its BLEU cost on Multi30k is in benchmarks/RESULTS.md.
+
 As CTranslate2's int8 mode, each output channel j of W keeps its own scale s_j = max|W_j| / 127
 and int8 weights round(W_j / s_j); the input is quantized on the fly, the int8 product
 accumulated in int32 and rescaled to float:

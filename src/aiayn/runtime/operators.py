@@ -1,5 +1,13 @@
 """The custom operators `aiayn::prepacked_linear` and `aiayn::int8_linear`, registered on first use.
 
+Against the reference: the operators compute nothing of their own. Each calls the kernel of its
+layer (`aiayn.runtime.prepacked`, `aiayn.runtime.int8`), whose relation to `aiayn.paper` those
+modules state; wrapped so the compiler does not look inside, a compiled step gets the product
+the eager layer computes. Proved by
+`tests/decoding/test_compiled_decoding.py::test_prepacked_linear_operator_needs_a_prepared_slice`
+(the operator's product is x W^T of the plain weights) and
+`tests/decoding/test_compiled_decoding.py::test_compiled_beam_and_greedy_search_same_as_eager`.
+
 A compiler cannot trace oneDNN's prepacked weight layout nor the int8 kernel's packed weights,
 so inside a compiled decoding step (`aiayn.runtime.compiled`) those kernels are called through
 operators opaque to it. An operator's arguments must be tensors the compiler can trace, so each

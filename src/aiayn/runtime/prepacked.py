@@ -1,5 +1,13 @@
 """Linear layers with prepacked weights, for inference on CPU.
 
+Against the reference: `aiayn.paper` computes each linear layer as x W^T + b through PyTorch's
+default GEMM; a `PrepackedLinear` multiplies by the same W, reordered once into the layout
+oneDNN's kernels read, so its products are the same sums taken in another order: equal up to
+float rounding. Proved by
+`tests/runtime/test_against_paper.py::test_prepacked_log_probs_equal_the_reference` (a
+pre-packed model's log-probabilities are the reference's) and
+`tests/runtime/test_runtime.py::test_accelerate_keeps_the_state_dict_and_the_outputs`.
+
 A trained model's weights do not change while it translates, so each W can be reordered once
 into the blocked layout oneDNN's matrix kernels read (PyTorch's `mkldnn._reorder_linear_weight`
 and `mkldnn._linear_pointwise`, the ops `torch.compile` freezes CPU linears into): the

@@ -1,0 +1,35 @@
+"""Every module of the model, the runtime and the reference is named (as `model/NAME.py`,
+`runtime/NAME.py`, `paper/NAME.py`) in the README's paper-to-code table or in the module table
+of docs/layout.md, so a new module cannot stay off the map."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+PACKAGES = ("model", "runtime", "paper")
+PAGES = (ROOT / "README.md", ROOT / "docs" / "layout.md")
+
+
+def unlisted(source: Path, pages: tuple[Path, ...] = PAGES) -> list[str]:
+    """The modules `PACKAGE/NAME.py` of `source` (a copy of src/aiayn) that no page names."""
+    text = "".join(page.read_text(encoding="utf-8") for page in pages)
+    modules = [f"{package}/{path.name}" for package in PACKAGES for path in (source / package).glob("*.py")]
+    assert len(modules) > 20, modules  # the packages were found
+    return sorted(module for module in modules if f"`{module}`" not in text)
+
+
+def test_every_module_of_the_model_runtime_and_reference_is_on_the_map() -> None:
+    missing = unlisted(ROOT / "src" / "aiayn")
+    assert not missing, f"modules named neither in README.md nor in docs/layout.md: {missing}"
+
+
+def test_a_planted_new_module_is_reported(tmp_path: Path) -> None:
+    for package in PACKAGES:
+        (tmp_path / package).symlink_to(ROOT / "src" / "aiayn" / package)
+    (tmp_path / "model").unlink()
+    (tmp_path / "model").mkdir()
+    for path in (ROOT / "src" / "aiayn" / "model").glob("*.py"):
+        (tmp_path / "model" / path.name).write_text("")
+    (tmp_path / "model" / "rotary.py").write_text('"""Rotary positions."""\n')
+    assert unlisted(tmp_path) == ["model/rotary.py"]
