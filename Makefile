@@ -1,11 +1,12 @@
 # Two commands do all the set-up on a fresh machine:
 #   make demo   - install, then train the built-in `dates` model (`aiayn train`)
 #   make test   - install, then lint and run the whole test suite, browser test included (what CI runs)
+#   make docs   - the documentation site, served locally (`mkdocs serve`)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-browser lint browser-deps clean
+.PHONY: install demo test test-browser lint browser-deps docs clean
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -18,6 +19,10 @@ install: $(STAMP)
 
 demo: install
 	$(VENV)/bin/aiayn train
+
+# The documentation site on http://127.0.0.1:8000/ (the tests build it with --strict).
+docs: install
+	$(VENV)/bin/mkdocs serve
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -48,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from aiayn.training.run import cpu_model
+from aiayn.runtime.cpu import cpu_model
 
 REPO = Path(__file__).resolve().parents[1]
 SYLLABLES = [c + v for c in "bdfghklmnprstvwz" for v in "aeiou"]  # 80 syllables

@@ -26,7 +26,7 @@ import time
 from datetime import date
 from pathlib import Path
 
-from aiayn.training.run import cpu_model
+from aiayn.runtime.cpu import cpu_model
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dates.json"
 ISSUE_EXAMPLES = ["Thursday, 03 June 1982", "Tuesday, 03 January 1989"]  # issue 19's two misses

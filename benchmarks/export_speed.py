@@ -40,7 +40,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import shlex
 import statistics
@@ -59,22 +58,15 @@ CPU_FLAGS = ("avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vn
 
 def cpu_info() -> dict:
     """Model name, vendor, family/model numbers and the SIMD flags that pick GEMM kernels."""
-    info: dict = {"model": platform.processor() or platform.machine()}
-    try:
-        text = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return info
-    fields = dict(
-        (key.strip(), value.strip()) for key, _, value in
-        (line.partition(":") for line in text.split("\n\n")[0].splitlines())
-    )
-    flags = set(fields.get("flags", "").split())
+    from aiayn.runtime.cpu import cpu_info as read_cpu
+
+    info = read_cpu()
     return {
-        "model": fields.get("model name", info["model"]),
-        "vendor": fields.get("vendor_id"),
-        "family": fields.get("cpu family"),
-        "model_number": fields.get("model"),
-        "flags": [flag for flag in CPU_FLAGS if flag in flags],
+        "model": info.model,
+        "vendor": info.vendor,
+        "family": info.family,
+        "model_number": info.model_number,
+        "flags": [flag for flag in CPU_FLAGS if flag in info.flags],
         "logical_cpus": os.cpu_count(),
     }
 

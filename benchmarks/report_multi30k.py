@@ -82,7 +82,7 @@ def main() -> None:
     options = parser.parse_args()
     sys.path.insert(0, str(REPO / "src"))
     from aiayn.data.paths import data_root
-    from aiayn.training.run import cpu_model
+    from aiayn.runtime.cpu import cpu_model
 
     multi30k = (options.data or data_root()) / "multi30k"
     with tempfile.TemporaryDirectory() as tmp:

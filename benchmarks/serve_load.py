@@ -39,7 +39,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from aiayn.training.run import cpu_model
+from aiayn.runtime.cpu import cpu_model
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = REPO / "benchmarks" / "runs" / "dates"

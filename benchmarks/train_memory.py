@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
@@ -97,12 +96,6 @@ def child(args: argparse.Namespace) -> None:
     Path(args.json).write_text(json.dumps(rows))
 
 
-def cpu_model() -> str:
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    names = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")]
-    return names[0] if names else platform.processor()
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -119,6 +112,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    from aiayn.runtime.cpu import cpu_model
     from aiayn.training.config import load_config
     from aiayn.translation.data import prepare_data
 

@@ -44,16 +44,17 @@ def char_tokenizer_with_specials_last(texts: list[str]) -> tokenizers.Tokenizer:
     return hf
 
 
-def train_dates_run(root: Path) -> Path:
-    """Train the run in `root / "run"` (in-process) and return that directory. The log
-    handlers and thread count that in-process training sets are undone afterwards."""
+def train_dates_run(root: Path, *settings: str) -> Path:
+    """Train the run in `root / "run"` (in-process) and return that directory; `settings` are
+    more `--set` overrides (`tests/paper`: `train.implementation=paper`). The log handlers and
+    thread count that in-process training sets are undone afterwards."""
     logger, threads = logging.getLogger("aiayn"), torch.get_num_threads()
     handlers, level = list(logger.handlers), logger.level
     path = root / "chars.json"
     char_tokenizer_with_specials_last([s + t for s, t in splits()["train"]]).save(str(path))
     names = "{" + ", ".join(f"{role}: '{token}'" for role, token in NAMES.items()) + "}"
     overrides = [f"data.tokenizer={path}", f"data.special_tokens={names}"]
-    overrides += [f"{key}={value}" for key, value in SETTINGS.items()]
+    overrides += [f"{key}={value}" for key, value in SETTINGS.items()] + list(settings)
     try:
         assert main(["train", "--out", str(root / "run"), *[a for o in overrides for a in ("--set", o)]]) == 0
     finally:

@@ -1,11 +1,25 @@
-"""aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from scratch."""
+"""aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from scratch.
 
-from aiayn.inference import load
-from aiayn.model import DecoderOnlyLM, EncoderOnly, ModelConfig, Transformer
-from aiayn.model_dir import load_model
+The public names are imported on first use (`aiayn.lazy_names`), so that `import aiayn.errors`
+or `aiayn --help` does not load torch.
+"""
+
+from typing import TYPE_CHECKING
+
+from aiayn.lazy_names import lazy_names
+
+if TYPE_CHECKING:
+    from aiayn.inference import load
+    from aiayn.model import DecoderOnlyLM, EncoderOnly, ModelConfig, Transformer
+    from aiayn.model_dir import load_model
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DecoderOnlyLM", "EncoderOnly", "ModelConfig", "Transformer", "__version__", "load", "load_model",
 ]
+
+__getattr__, __dir__ = lazy_names(__name__, {
+    "DecoderOnlyLM": "aiayn.model", "EncoderOnly": "aiayn.model", "ModelConfig": "aiayn.model",
+    "Transformer": "aiayn.model", "load": "aiayn.inference", "load_model": "aiayn.model_dir",
+})

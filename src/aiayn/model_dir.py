@@ -23,7 +23,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -33,7 +33,12 @@ from torch.overrides import TorchFunctionMode
 
 from aiayn.errors import CheckpointError
 from aiayn.files import atomic_write, atomic_write_text
-from aiayn.model.config import FORMAT_VERSION, ModelConfig
+
+if TYPE_CHECKING:
+    from aiayn.model.config import ModelConfig
+
+# aiayn.model imports this module (its classes are `PretrainedMixin`s), so this module imports
+# aiayn.model inside its functions: either can then be imported first.
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -47,6 +52,8 @@ def _refuse_constant(name: str) -> None:
 
 def read_model_json(directory: str | Path) -> dict[str, Any]:
     """Read and check `config.json` of a model directory."""
+    from aiayn.model.config import FORMAT_VERSION
+
     path = Path(directory) / CONFIG_FILE
     if not path.is_file():
         raise CheckpointError(f"{directory} is not a model directory: {CONFIG_FILE} is missing")
@@ -208,6 +215,8 @@ class PretrainedMixin:
 
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write `config.json` and `model.safetensors` into `directory` (atomically)."""
+        from aiayn.model.config import FORMAT_VERSION
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         assert isinstance(self, nn.Module)
@@ -224,6 +233,8 @@ class PretrainedMixin:
     @classmethod
     def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu"):
         """Build the model from a model directory's config and load its weights."""
+        from aiayn.model.config import ModelConfig
+
         data = read_model_json(directory)
         if data["model_type"] != cls.model_type:
             raise CheckpointError(

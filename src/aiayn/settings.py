@@ -146,17 +146,17 @@ def _convert(key: str, value: Any, annotation: Any) -> Any:
 def check_setting(key: str, value: Any, field: dataclasses.Field, annotation: Any) -> Any:
     """One value checked against its field: the converted value, or a `ConfigError` naming
     `key` (the field as the user wrote it: `train.lr`, `model.dropout`, `ModelConfig.d_model`)."""
+    if field.metadata.get("auto") and value == "auto":
+        return value
     if field.metadata.get("share"):
         if isinstance(value, str):
             parse_share(key, value)  # a percentage in (0, 100], or a ConfigError naming the key
             return value.strip()
         annotation = int  # otherwise a step count
     if field.metadata.get("auto"):
-        if value == "auto":
-            return value
         if isinstance(value, str):
             raise ConfigError(f"{key} must be a number or 'auto', got {value!r}")
-        annotation = int  # otherwise a number
+        annotation = int | None if value_types(annotation)[1] else int  # otherwise a number
     value = _convert(key, value, annotation)
     allowed = field_range(field)
     if allowed is not None and value is not None:

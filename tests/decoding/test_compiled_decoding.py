@@ -1,4 +1,4 @@
-"""The compiled decoding step (`aiayn.load(..., compile=True)`, `aiayn.model.compiling`) finds what
+"""The compiled decoding step (`aiayn.load(..., compile=True)`, `aiayn.runtime.compiled`) finds what
 the eager decoder finds, in a few graphs, and refuses what it cannot compile."""
 
 import pytest
@@ -9,13 +9,13 @@ from aiayn.cli.main import main
 from aiayn.decoding import beam_search
 from aiayn.errors import ConfigError
 from aiayn.inference.torch_translator import pad_batch
-from aiayn.model.compiling import compiler_available
-from aiayn.model.packed_linear import PackedLinear, packing_available
+from aiayn.runtime.compiled import compiler_available
+from aiayn.runtime.prepacked import PrepackedLinear, prepacking_available
 
 from .helpers import tiny_transformer
 from .reference_beam_search import assert_same_search, reference_beam_search
 
-pytestmark = pytest.mark.skipif(not packing_available(), reason="needs PyTorch's oneDNN (CPU) linear ops")
+pytestmark = pytest.mark.skipif(not prepacking_available(), reason="needs PyTorch's oneDNN (CPU) linear ops")
 needs_compiler = pytest.mark.skipif(not compiler_available(), reason="torch.compile needs a C++ compiler")
 
 
@@ -69,7 +69,7 @@ def test_compile_refuses_what_it_does_not_compile(dates_run, tmp_path, monkeypat
     exported = export_ctranslate2(dates_run, tmp_path / "ct2")
     with pytest.raises(ConfigError, match="compile applies to aiayn's own translation models.*CTranslate2"):
         load(exported, "cpu", compile=True)
-    import aiayn.model.compiling as compiling
+    import aiayn.runtime.compiled as compiling
 
     monkeypatch.setattr(compiling.shutil, "which", lambda name: None)
     with pytest.raises(ConfigError, match="compile on CPU needs a C\\+\\+ compiler"):
@@ -78,14 +78,15 @@ def test_compile_refuses_what_it_does_not_compile(dates_run, tmp_path, monkeypat
         compiling.compile_decoding(load(dates_run, "cpu").model)
 
 
-def test_packed_linear_operator_needs_a_packed_slice():
-    """The compiled step's linear operator computes x W^T + b from the packed form of a slice
-    made by `PackedLinear.slice`, and refuses a plain tensor."""
+def test_prepacked_linear_operator_needs_a_prepared_slice():
+    """The compiled step's linear operator computes x W^T + b from the prepacked form of a slice
+    made by `PrepackedLinear.part`, and refuses a plain tensor."""
     model = tiny_transformer(0, vocab_size=24)
-    linear = PackedLinear(model.output_projection)
-    weight, bias = linear.slice(0, 10)
+    linear = PrepackedLinear(model.output_projection)
+    weight, bias = linear.part(0, 10)
     x = torch.randn(3, weight.size(1))
     expected = torch.nn.functional.linear(x, model.output_projection.weight[:10])
-    torch.testing.assert_close(torch.ops.aiayn.packed_linear(x, weight, bias), expected, atol=1e-5, rtol=1e-5)
-    with pytest.raises(RuntimeError, match="needs a weight slice made by PackedLinear.slice"):
-        torch.ops.aiayn.packed_linear(x, weight.clone(), bias)
+    result = torch.ops.aiayn.prepacked_linear(x, weight, bias)
+    torch.testing.assert_close(result, expected, atol=1e-5, rtol=1e-5)
+    with pytest.raises(RuntimeError, match="needs a weight slice prepared by its layer"):
+        torch.ops.aiayn.prepacked_linear(x, weight.clone(), bias)

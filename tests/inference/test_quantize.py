@@ -11,8 +11,8 @@ from torch import nn
 from aiayn.cli.main import main
 from aiayn.errors import ConfigError
 from aiayn.inference import load
-from aiayn.model import int8_linear
-from aiayn.model.int8_linear import Int8Linear, quantize_rows
+from aiayn.runtime import int8 as int8_linear
+from aiayn.runtime.int8 import Int8Linear, quantize_rows
 
 
 @pytest.mark.parametrize("fused", [True, False])
@@ -27,11 +27,11 @@ def test_int8_linear_is_close_to_float32(fused, monkeypatch):
     approx = Int8Linear(linear)(x)
     assert approx.shape == exact.shape
     assert (approx - exact).abs().max() <= 0.02 * exact.abs().max()
-    rows = Int8Linear(linear).rows(x, 16, 40)  # a slice of the outputs, as attention projects Q, K, V
-    assert (rows - exact[..., 16:40]).abs().max() <= 0.02 * exact.abs().max()
+    part = Int8Linear(linear).project_features(x, 16, 40)  # part of the outputs, as attention projects K, V
+    assert (part - exact[..., 16:40]).abs().max() <= 0.02 * exact.abs().max()
     quantized = Int8Linear(linear)
     quantized(x)
-    assert (len(quantized._quantized[0, 48]) == 1) == fused  # packed for the fused kernel, or not
+    assert (len(quantized.parts[0, 48]) == 1) == fused  # packed for the fused kernel, or not
 
 
 def test_quantize_rows_scales_each_row():

@@ -80,8 +80,10 @@ def test_config_accepts_auto_for_batch_tokens():
         config_from_dict(tiny_config(batch_tokens="lots"))
     with pytest.raises(ConfigError, match="train.batch_tokens"):
         config_from_dict(tiny_config(batch_tokens=0))
-    with pytest.raises(ConfigError, match="train.warmup must be"):
-        config_from_dict(tiny_config(warmup="auto"))  # only the settings that say so take 'auto'
+    with pytest.raises(ConfigError, match="train.lr must be float, got 'auto'"):
+        config_from_dict(tiny_config(lr="auto"))  # only the settings that say so take 'auto'
+    with pytest.raises(ConfigError, match="train.warmup must be a step count or a share"):
+        config_from_dict(tiny_config(warmup="automatic"))
 
 
 @pytest.mark.parametrize("tokens_per_s", [10.0, 1e7])
@@ -96,7 +98,7 @@ def test_choose_batch_tokens_follows_the_measured_speed(monkeypatch, tokens_per_
         return {p: (10.0, int(tokens_per_s * 10)) for p in precisions}
 
     monkeypatch.setattr(auto_settings, "measure_training_steps", fake_timing)
-    assert take_auto_settings(config) == ("model.dropout", "train.batch_tokens")
+    assert take_auto_settings(config) == ("train.batch_tokens", "model.dropout")  # in the order chosen
     assert config.train.batch_tokens == BATCH_TOKENS_CHOICES[0]  # timed with the largest
     with caplog.at_level(logging.INFO, logger="aiayn.training.auto_settings"):
         choice = choose_auto_settings(

@@ -10,6 +10,7 @@ import torch
 from aiayn.data.batching import make_batch
 from aiayn.data.special_tokens import TRAINED_SPECIALS
 from aiayn.model import ModelConfig, Transformer
+from aiayn.runtime.cpu import parse_cpuinfo
 from aiayn.training import device as device_module
 from aiayn.training import precision as precision_module
 from aiayn.training.config import config_from_dict
@@ -143,12 +144,13 @@ def test_a_set_precision_or_a_resumed_choice_is_not_measured(monkeypatch):
     assert choose_precision(auto, "bf16", *args) == "bf16"  # what the run measured when it started
 
 
-def test_cpu_flags_decide_only_whether_bf16_is_worth_measuring(monkeypatch, tmp_path):
-    cpuinfo = tmp_path / "cpuinfo"
-    monkeypatch.setattr(device_module, "Path", lambda _: cpuinfo)
-    cpuinfo.write_text("flags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n")
+def test_cpu_flags_decide_only_whether_bf16_is_worth_measuring(monkeypatch):
+    def cpu_with(text: str) -> None:
+        monkeypatch.setattr(device_module, "cpu_flags", lambda: parse_cpuinfo(text).flags)
+
+    cpu_with("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16 avx512_vnni\n\nprocessor\t: 1\n")
     assert device_module.bf16_worth_measuring(torch.device("cpu"))
-    cpuinfo.write_text("flags\t\t: fpu sse avx2 avx512f avx512_vnni\n")  # AVX-512 without BF16
+    cpu_with("flags\t\t: fpu sse avx2 avx512f avx512_vnni\n")  # AVX-512 without BF16
     assert not device_module.bf16_worth_measuring(torch.device("cpu"))
-    cpuinfo.write_text("Features\t: fp asimd bf16 sve\n")  # Arm
+    cpu_with("Features\t: fp asimd bf16 sve\n")  # Arm
     assert device_module.bf16_worth_measuring(torch.device("cpu"))

@@ -8,7 +8,6 @@ from pathlib import Path
 from aiayn.cli.arguments import bounded_int
 from aiayn.errors import ConfigError
 from aiayn.settings import parse_share
-from aiayn.training.checkpoint import average_checkpoints
 
 
 def share(value: str) -> float:
@@ -41,6 +40,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aiayn.training.checkpoint import average_checkpoints
+
     chosen = average_checkpoints(args.run_dir, args.last, args.out, tail=args.tail)
     names = ", ".join(path.name for path in chosen)
     print(f"averaged {len(chosen)} checkpoints ({names}) into {args.out}")

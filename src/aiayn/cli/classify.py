@@ -22,7 +22,6 @@ from aiayn.cli.train import (
     without_default_model,
 )
 from aiayn.errors import ConfigError
-from aiayn.training.config import load_config
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
 
 DEFAULT_CONFIG = CONFIGS / "brackets.yaml"
@@ -71,6 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from aiayn.classify.run import CLASSIFY_TASK
+    from aiayn.training.config import load_config
     from aiayn.training.run import train_in_session
 
     if args.resume is not None:

@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-import torch
-
 from aiayn.cli.arguments import bounded_int
-from aiayn.model import ModelConfig, Transformer
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -18,6 +15,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from aiayn.model import ModelConfig, Transformer
+
     config = ModelConfig.preset(args.preset, vocab_size=args.vocab_size)
     model = Transformer(config).eval()
     src = torch.randint(4, args.vocab_size, (2, 11))

@@ -13,16 +13,22 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
 
-from aiayn.cli.arguments import device_option
 from aiayn.cli.report_arguments import add_report_arguments, check_report_arguments
-from aiayn.cli.translate import add_compile_argument, add_model_arguments, add_search_arguments, one_line
-from aiayn.data.corpus import read_lines
+from aiayn.cli.translate import (
+    add_compile_argument,
+    add_model_arguments,
+    add_search_arguments,
+    load_translator,
+    one_line,
+    search_settings,
+)
 from aiayn.errors import DataError
-from aiayn.evaluation.bleu import corpus_bleu, corpus_chrf
-from aiayn.files import atomic_write_text
-from aiayn.inference import load
-from aiayn.translation.evaluate import TranslationEvaluation, evaluate_translation
+
+if TYPE_CHECKING:
+    from aiayn.inference import Translator
+    from aiayn.translation.evaluate import TranslationEvaluation
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,6 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def read_parallel_files(input_path: str, ref_path: str) -> tuple[list[str], list[str]]:
     """Read two line-aligned files; differing line counts raise `DataError` naming both."""
+    from aiayn.data.corpus import read_lines
+
     sources, references = read_lines(input_path), read_lines(ref_path)
     if len(sources) != len(references):
         raise DataError(
@@ -53,31 +61,26 @@ def read_parallel_files(input_path: str, ref_path: str) -> tuple[list[str], list
     return sources, references
 
 
+def evaluate(
+    model_dir: str, args: argparse.Namespace, sources: list[str], references: list[str]
+) -> tuple[Translator, TranslationEvaluation]:
+    """The model of `model_dir` (loaded as the options ask) and its `TranslationEvaluation` on
+    the test set: the one decoding of `aiayn evaluate`, with or without --report."""
+    from aiayn.translation.evaluate import evaluate_translation
+
+    translator = load_translator(model_dir, args)
+    result = evaluate_translation(
+        translator, sources, references, **search_settings(args), lowercase=args.lowercase
+    )
+    return translator, result
+
+
 def run(args: argparse.Namespace) -> int:
+    from aiayn.files import atomic_write_text
+
     check_report_arguments(args)
     sources, references = read_parallel_files(args.input, args.ref)
-    if args.report is not None:
-        from aiayn.cli.report_arguments import decoding, write_report_files
-        from aiayn.evaluation.report_inputs import model_outputs
-
-        outputs = model_outputs(args.model, sources, decoding(args))  # one translation for both
-        result = TranslationEvaluation(
-            bleu=corpus_bleu(outputs.hypotheses, references, lowercase=args.lowercase),
-            chrf=corpus_chrf(outputs.hypotheses, references, lowercase=args.lowercase),
-            hypotheses=outputs.hypotheses, sentences=len(sources),
-            generated_tokens=outputs.generated_tokens, seconds=outputs.seconds,
-        )
-        device = outputs.model["device"]
-    else:
-        translator = load(
-            args.model, device_option(args.device), task="translation", quantize=args.quantize,
-            compile=args.compile,
-        )
-        result = evaluate_translation(
-            translator, sources, references, beam=args.beam, alpha=args.alpha,
-            max_len_extra=args.max_len, batch_tokens=args.batch_tokens, lowercase=args.lowercase,
-        )
-        device = str(translator.device)
+    translator, result = evaluate(args.model, args, sources, references)
     print(result.summary())
     if args.output:
         atomic_write_text(args.output, "".join(one_line(h) + "\n" for h in result.hypotheses))
@@ -85,9 +88,13 @@ def run(args: argparse.Namespace) -> int:
         figures = result.to_dict() | {
             "model": args.model, "input": args.input, "ref": args.ref, "beam": args.beam,
             "alpha": args.alpha, "max_len_extra": args.max_len, "lowercase": args.lowercase,
-            "device": device,
+            "device": str(translator.device),
         }
         atomic_write_text(args.json, json.dumps(figures, indent=2) + "\n")
     if args.report is not None:
+        from aiayn.cli.report_arguments import write_report_files
+        from aiayn.evaluation.report_inputs import report_outputs
+
+        outputs = report_outputs(translator, sources, result.translations, result.seconds)
         write_report_files(args, sources, references, outputs, f"{args.model}: {args.input}")
     return 0

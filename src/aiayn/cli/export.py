@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.export.ctranslate2 import QUANTIZATIONS
+from aiayn.decoding_options import EXPORT_QUANTIZATIONS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         target.add_argument("--out", required=True, metavar="OUT", help="directory to write")
         target.add_argument("--overwrite", action="store_true", help="replace an existing OUT")
         if name == "ctranslate2":
-            target.add_argument("--quantization", choices=QUANTIZATIONS, default=None,
+            target.add_argument("--quantization", choices=EXPORT_QUANTIZATIONS, default=None,
                                 help="weight type (default: float32)")
         else:
             target.add_argument("--push-to-hub", metavar="NAME",

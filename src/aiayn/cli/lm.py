@@ -16,7 +16,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aiayn.cli.arguments import bounded_int, device_option, finite_float
 from aiayn.cli.train import (
@@ -26,8 +26,10 @@ from aiayn.cli.train import (
     without_default_model,
 )
 from aiayn.errors import ConfigError
-from aiayn.training.config import RunConfig, apply_overrides, config_from_dict, load_config, read_yaml
 from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+
+if TYPE_CHECKING:
+    from aiayn.training.config import RunConfig
 
 CONFIGS = Path(__file__).resolve().parent.parent / "configs"
 DEFAULT_CONFIG = CONFIGS / "shakespeare_char.yaml"
@@ -39,6 +41,8 @@ def load_task_config(
     """Read a YAML config; fill in `defaults` (data fields not in the file), replace
     `set_fields` (data fields from command-line options), apply `--set` overrides, validate.
     Errors name the config file."""
+    from aiayn.training.config import apply_overrides, config_from_dict, read_yaml
+
     data = read_yaml(path)
     try:
         section = dict(data.get("data") or {})
@@ -112,6 +116,7 @@ def add_tokenizer_argument(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from aiayn.lm.run import LM_TASK
+    from aiayn.training.config import load_config
     from aiayn.training.run import train_in_session
 
     if args.resume is not None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 
 from aiayn.cli.arguments import bounded_int, device_option, finite_float
-from aiayn.plots.output import figure_format
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -118,12 +117,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     curves.set_defaults(func=run_curves)
 
 
+def check_out(path: str) -> None:
+    """A one-line error for an --out that is not .png or .svg, before any work."""
+    from aiayn.plots.output import figure_format
+
+    figure_format(path)
+
+
 def run_attention(args: argparse.Namespace) -> int:
     from aiayn.inference import load
     from aiayn.plots.attention import parse_layer, plot_attention
     from aiayn.plots.attention_data import attention_example
 
-    figure_format(args.out)
+    check_out(args.out)
     layer = parse_layer(args.layer)
     translator = load(args.model, device_option(args.device), task="translation")
     example = attention_example(translator, args.text, args.target, beam=args.beam)
@@ -138,7 +144,7 @@ def run_attention(args: argparse.Namespace) -> int:
 def run_positional(args: argparse.Namespace) -> int:
     from aiayn.plots.positional import plot_positional
 
-    figure_format(args.out)
+    check_out(args.out)
     plot_positional(args.d_model, args.max_len, args.out, args.dims)
     print(args.out)
     return 0
@@ -147,7 +153,7 @@ def run_positional(args: argparse.Namespace) -> int:
 def run_schedule(args: argparse.Namespace) -> int:
     from aiayn.plots.schedule import plot_schedule, schedule_configs
 
-    figure_format(args.out)
+    check_out(args.out)
     configs = schedule_configs(args.d_model, args.warmup)
     plot_schedule(configs, args.out, steps=args.steps, scale=args.scale)
     print(args.out)
@@ -157,7 +163,7 @@ def run_schedule(args: argparse.Namespace) -> int:
 def run_curves(args: argparse.Namespace) -> int:
     from aiayn.plots.curves import plot_curves
 
-    figure_format(args.out)
+    check_out(args.out)
     plot_curves(args.run_dirs, args.out)
     print(args.out)
     return 0

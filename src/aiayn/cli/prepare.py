@@ -13,10 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from aiayn.data.token_store import cache_dir_for
 from aiayn.errors import ConfigError
-from aiayn.training.config import TASK_KINDS, load_config
-from aiayn.training.run_dir import default_run_dir
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -40,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aiayn.data.token_store import cache_dir_for
+    from aiayn.training.config import TASK_KINDS, load_config
+    from aiayn.training.run_dir import default_run_dir
+
     config = load_config(args.config, args.overrides)
     cache = cache_dir_for(config.data.cache_dir, args.out or default_run_dir(args.config))
     kind = TASK_KINDS[config.data.task]

@@ -77,26 +77,20 @@ def check_report_arguments(args: argparse.Namespace) -> None:
         raise ConfigError("--compare and --compare-hyp need --report OUT.html")
 
 
-def decoding(args: argparse.Namespace):
-    """The `Decoding` settings of the parsed decoding options."""
-    from aiayn.evaluation.report_inputs import Decoding
-
-    device = None if args.device == "auto" else args.device
-    return Decoding(args.beam, args.alpha, args.max_len, args.batch_tokens, device)
-
-
 def write_report_files(
     args: argparse.Namespace, sources: Sequence[str], references: Sequence[str] | None, outputs, title: str
 ) -> None:
     """Build the report of `outputs` (with the compared system, if any) and write it."""
-    from aiayn.cli.evaluate import read_parallel_files
+    from aiayn.cli.evaluate import evaluate, read_parallel_files
     from aiayn.evaluation.report import build_report
-    from aiayn.evaluation.report_inputs import model_outputs
+    from aiayn.evaluation.report_inputs import report_outputs
     from aiayn.evaluation.report_page import write_report
 
     compare, name = None, ""
-    if getattr(args, "compare", None):
-        compare, name = model_outputs(args.compare, sources, decoding(args), attention=False), args.compare
+    if getattr(args, "compare", None) and references is not None:  # the same decoding as the model's
+        other, result = evaluate(args.compare, args, list(sources), list(references))
+        compare = report_outputs(other, sources, result.translations, result.seconds, attention=False)
+        name = args.compare
     elif getattr(args, "compare_hyp", None):
         _, compare = read_parallel_files(args.input, args.compare_hyp)
         name = args.compare_hyp

@@ -12,7 +12,6 @@ import argparse
 from aiayn.cli.arguments import device_option
 from aiayn.cli.evaluate import read_parallel_files
 from aiayn.cli.translate import add_model_arguments
-from aiayn.inference import load
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -27,6 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from aiayn.inference import load
+
     sources, targets = read_parallel_files(args.input, args.ref)
     translator = load(args.model, device_option(args.device), task="translation", quantize=args.quantize)
     scores = translator.score(sources, targets, batch_tokens=args.batch_tokens)

@@ -1,5 +1,12 @@
 """`aiayn train [CONFIG] [--out RUN_DIR | --resume RUN_DIR] [--init-from SOURCE] [--set KEY=VALUE ...]`.
 
+`aiayn train --train-src A --train-tgt B [--valid-src V --valid-tgt W] [--minutes 60]` trains on
+your own files: shorthands for `--set data.task=files data.train_src=A data.train_tgt=B
+train.max_minutes=60`. Without CONFIG they apply to the built-in recipe for files
+(`configs/files.yaml`, every setting `auto`) instead of the `dates` default; with a CONFIG they
+override its values (each one replaced is logged). Giving one beside `--set` of the same key is
+refused.
+
 `--init-from SOURCE` starts from a trained model (fine-tuning; `aiayn.training.init_from`),
 here and in `aiayn lm train` / `aiayn classify train`.
 
@@ -10,11 +17,14 @@ DistributedDataParallel (see `aiayn.training.distributed`); rank 0 prints and wr
 from __future__ import annotations
 
 import argparse
+import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from aiayn.errors import ConfigError
-from aiayn.training.config import RunConfig, load_config
-from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+
+if TYPE_CHECKING:
+    from aiayn.training.config import RunConfig
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +36,60 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("config", nargs="?", help="YAML config (default: the built-in dates task)")
     add_run_arguments(parser)
+    files = parser.add_argument_group("your own files (without CONFIG: the built-in recipe, all `auto`)")
+    for option, (key, what) in FILE_SHORTHANDS.items():
+        files.add_argument(option, metavar="MINUTES" if option == "--minutes" else "FILE",
+                           type=float if option == "--minutes" else str, help=f"{what} ({key})")
     parser.set_defaults(func=run)
+
+
+FILE_SHORTHANDS = {
+    "--train-src": ("data.train_src", "training sources, one sentence a line (plain or .gz)"),
+    "--train-tgt": ("data.train_tgt", "training targets, line-aligned with --train-src"),
+    "--valid-src": ("data.valid_src", "validation sources (default: a seeded share of the training pairs)"),
+    "--valid-tgt": ("data.valid_tgt", "validation targets"),
+    "--test-src": ("data.test_src", "test sources (default: the final scores are on the validation set)"),
+    "--test-tgt": ("data.test_tgt", "test targets"),
+    "--minutes": ("train.max_minutes", "the training time budget in minutes"),
+}
+"""`aiayn train`'s shorthands for training on files: option -> (the config key it sets, help)."""
+
+log = logging.getLogger(__name__)
+
+
+def shorthand_overrides(args: argparse.Namespace) -> list[str]:
+    """The `--set` overrides the file shorthands stand for (`data.task=files` with any file),
+    checked: the two files of a split come together, and none repeats a `--set` key."""
+    given = {option: getattr(args, option[2:].replace("-", "_"), None) for option in FILE_SHORTHANDS}
+    given = {option: value for option, value in given.items() if value is not None}
+    for split in ("train", "valid", "test"):
+        if (f"--{split}-src" in given) != (f"--{split}-tgt" in given):
+            raise ConfigError(f"--{split}-src and --{split}-tgt must be given together")
+    keys = {o.split("=", 1)[0].strip() for o in args.overrides}
+    overrides = [f"{FILE_SHORTHANDS[option][0]}={value}" for option, value in given.items()]
+    if any(option != "--minutes" for option in given):
+        overrides.insert(0, "data.task=files")
+    for item in overrides:
+        if item.split("=", 1)[0] in keys:
+            raise ConfigError(f"give {item.split('=', 1)[0]} by its shorthand or by --set, not both")
+    return overrides
+
+
+def files_config(args: argparse.Namespace, shorthands: list[str]) -> str | Path | None:
+    """The config the shorthands apply to: the built-in recipe for files without a CONFIG (when
+    they name files); with one, its values they replace are logged."""
+    from aiayn.training.config import files_config_path, read_yaml
+
+    if not args.config:
+        return files_config_path() if any(o.startswith("data.") for o in shorthands) else None
+    data = read_yaml(args.config)
+    for item in shorthands:
+        key, value = item.split("=", 1)
+        section, name = key.split(".")
+        old = (data.get(section) or {}).get(name)
+        if old is not None and str(old) not in (value, value.removesuffix(".0")):
+            log.warning("%s: %s %r replaced by the command line's %r", args.config, key, old, value)
+    return args.config
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -75,20 +138,26 @@ def without_default_model(config: RunConfig, args: argparse.Namespace) -> RunCon
         keys = [o.split("=", 1)[0].strip() for o in args.overrides]
         given = {key[len("model."):] for key in keys if key.startswith("model.")}
         config.model.overrides = {k: v for k, v in config.model.overrides.items() if k in given}
+        if "preset" not in given and config.model.preset == "auto":  # the source fixes the size
+            config.model.preset = "small"
     return config
 
 
 def run(args: argparse.Namespace) -> int:
+    from aiayn.training.config import load_config
     from aiayn.training.run import train_in_session
+    from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
     from aiayn.translation.task import TRANSLATION_TASK
 
     if args.resume is not None:
-        check_resume_alone(args)
+        check_resume_alone(args, *(option[2:].replace("-", "_") for option in FILE_SHORTHANDS))
         run_dir = args.resume
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
-        run_dir = args.out or default_run_dir(args.config)
-        config = without_default_model(load_config(args.config, init_from_override(args)), args)
+        shorthands = shorthand_overrides(args)
+        path = files_config(args, shorthands)
+        run_dir = args.out or default_run_dir(str(path) if path else None)
+        config = without_default_model(load_config(path, shorthands + init_from_override(args)), args)
     session = train_in_session(
         TRANSLATION_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )
@@ -105,9 +174,12 @@ def print_results(results: dict) -> None:
         f"trained {results['steps']} steps in {results['train_minutes']:.2f} min "
         f"({results['tokens_per_s']:,.0f} target tokens/s)"
     )
+    for name, chosen in results.get("auto_settings", {}).items():
+        print(f"  {name} auto: {chosen['value']} ({chosen['reason']})")
     if not test:
         return
-    print(f"held-out exact match: {test['exact_match']:.2f}%")
+    split = "" if test.get("split", "test") == "test" else " (the validation set: no test set given)"
+    print(f"held-out exact match{split}: {test['exact_match']:.2f}%")
     print(f"held-out BLEU: {test['bleu']:.2f}  chrF: {test['chrf']:.2f}  ({test['signature']})")
     for example in results.get("examples", []):
         print(f"  {example['source']!r:45} -> {example['output']!r}")

@@ -11,8 +11,9 @@ Empty input lines give empty output lines. With `--nbest K` each input gives up 
 the model's max_len is truncated with a warning (`--on-long-line error`: stop with an error
 naming the line instead).
 
-`--report OUT.html` writes the evaluation report of the translations (flags, attention; no
-scores without a reference: `aiayn evaluate --report` has them); the input is then read whole.
+`--report OUT.html` also writes the evaluation report of the translations printed (flags,
+attention; no scores without a reference: `aiayn evaluate --report` has them): the same
+decoding, whose lines and outputs are kept for the report.
 """
 
 from __future__ import annotations
@@ -20,17 +21,20 @@ from __future__ import annotations
 import argparse
 import gzip
 import sys
+import time
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
 from aiayn.cli.arguments import bounded_int, device_option, finite_float
+from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, QUANTIZATIONS
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
-from aiayn.inference import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation, load
-from aiayn.model.int8_linear import QUANTIZATIONS
+
+if TYPE_CHECKING:
+    from aiayn.inference import Translation, Translator
 
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -91,6 +95,21 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
                        help="penalise the logits of tokens already generated (CTRL; 1: off)")
     group.add_argument("--max-output-ratio", type=finite_float(0, low_open=True), default=None, metavar="R",
                        help="outputs have at most ceil(R x source tokens) tokens, <eos> included")
+
+
+def load_translator(model_dir: str, args: argparse.Namespace) -> Translator:
+    """The translator of `model_dir` as --device, --quantize and --compile ask (translate,
+    evaluate, and the model compared with in a report)."""
+    from aiayn.inference import load
+
+    return load(model_dir, device_option(args.device), task="translation", quantize=args.quantize,
+                compile=args.compile)
+
+
+def search_settings(args: argparse.Namespace) -> dict:
+    """The keyword arguments of `Translator.translate_nbest` that `add_search_arguments` and
+    --batch-tokens set."""
+    return dict(beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len, batch_tokens=args.batch_tokens)
 
 
 def control_settings(args: argparse.Namespace) -> dict:
@@ -193,82 +212,89 @@ def format_nbest(first_index: int, nbest: list[list[Translation]]) -> list[str]:
 
 
 # ------------------------------------------------------------------ command
-def run_report(args: argparse.Namespace) -> int:
-    """`--report`: translate the whole input once, print (or save) it and write the report."""
-    from aiayn.cli.report_arguments import check_report_arguments, decoding, write_report_files
-    from aiayn.evaluation.report_inputs import model_outputs
+def open_source(args: argparse.Namespace, stack: ExitStack) -> tuple[Iterable[str], int, str]:
+    """The input lines (--text, --input or stdin), the lines to translate at a time, and the
+    input's name for messages."""
+    if args.text is not None:
+        return [args.text], 1, "--text"
+    if args.input is not None:
+        return read_lines(open_input(args.input, stack), args.input), args.chunk_lines, args.input
+    stdin = sys.stdin
+    buffer = getattr(stdin, "buffer", None)
+    lines = read_lines(buffer, "<stdin>") if buffer is not None else (
+        line.removesuffix("\n").removesuffix("\r") for line in stdin
+    )
+    return lines, 1 if stdin.isatty() else args.chunk_lines, "<stdin>"
+
+
+def open_output(args: argparse.Namespace, stack: ExitStack) -> IO[str]:
+    """--output (written atomically when the command ends) or stdout."""
+    if args.output is None:
+        return sys.stdout
+    try:
+        tmp = stack.enter_context(atomic_path(args.output))
+        return stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
+    except OSError as error:
+        raise DataError(f"cannot write --output {args.output}: {error}") from None
+
+
+def check_report(args: argparse.Namespace) -> None:
+    """One-line errors for --report options that cannot work, before the model is loaded."""
+    from aiayn.cli.report_arguments import check_report_arguments
 
     if args.nbest != 1:
         raise DataError("--report shows the best translation of each line; leave out --nbest")
     check_report_arguments(args)
-    with ExitStack() as stack:
-        if args.text is not None:
-            sources, name = [args.text], "--text"
-        elif args.input is not None:
-            sources, name = list(read_lines(open_input(args.input, stack), args.input)), args.input
-        else:
-            sources, name = list(read_lines(sys.stdin.buffer, "<stdin>")), "<stdin>"
-    if not sources:
-        raise DataError(f"{name}: no lines to translate")
-    outputs = model_outputs(args.model, sources, decoding(args))
-    text = "".join(one_line(h) + "\n" for h in outputs.hypotheses)
-    if args.output is not None:
-        from aiayn.files import atomic_write_text
-
-        atomic_write_text(args.output, text)
-    else:
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    write_report_files(args, sources, None, outputs, f"{args.model}: {name}")
-    return 0
 
 
 def run(args: argparse.Namespace) -> int:
+    """Translate chunk by chunk; with --report the chunks' lines and best translations are
+    kept, and the report is written of exactly what was printed."""
     if args.nbest > args.beam:  # each is >= 1 (checked as parsed)
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
     if args.report is not None:
-        return run_report(args)
-    translator = load(
-        args.model, device_option(args.device), task="translation", quantize=args.quantize,
-        compile=args.compile,
-    )
+        check_report(args)
+    translator = load_translator(args.model, args)
+    sources: list[str] = []
+    best: list[Translation] = []
     with ExitStack() as stack:
-        if args.text is not None:
-            lines: Iterable[str] = [args.text]
-            chunk_lines = 1
-        elif args.input is not None:
-            lines = read_lines(open_input(args.input, stack), args.input)
-            chunk_lines = args.chunk_lines
-        else:
-            stdin = sys.stdin
-            buffer = getattr(stdin, "buffer", None)
-            lines = read_lines(buffer, "<stdin>") if buffer is not None else (
-                line.removesuffix("\n").removesuffix("\r") for line in stdin
-            )
-            chunk_lines = 1 if stdin.isatty() else args.chunk_lines
-        if args.output is not None:
-            try:
-                tmp = stack.enter_context(atomic_path(args.output))
-                out: IO[str] = stack.enter_context(open(tmp, "w", encoding="utf-8", newline="\n"))
-            except OSError as error:
-                raise DataError(f"cannot write --output {args.output}: {error}") from None
-        else:
-            out = sys.stdout
-        done = 0
-        source_name = "--text" if args.text is not None else args.input or "<stdin>"
+        lines, chunk_lines, source_name = open_source(args, stack)
+        out = open_output(args, stack)
+        done, seconds = 0, 0.0
         for chunk in chunks(lines, chunk_lines):
-            settings = dict(
-                beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len, batch_tokens=args.batch_tokens,
-                line_offset=done, on_long_line=args.on_long_line, **control_settings(args),
-            )
+            start = time.perf_counter()
             try:
-                if args.nbest == 1:
-                    output = [one_line(t) for t in translator.translate(chunk, **settings)]
-                else:
-                    output = format_nbest(done, translator.translate_nbest(chunk, args.nbest, **settings))
+                nbest = translator.translate_nbest(
+                    chunk, args.nbest, line_offset=done, on_long_line=args.on_long_line,
+                    **search_settings(args), **control_settings(args),
+                )
             except DataError as error:  # a line too long, with --on-long-line error
                 raise DataError(f"{source_name}: {error} (--on-long-line truncate cuts it)") from None
+            seconds += time.perf_counter() - start
+            if args.nbest == 1:
+                output = [one_line(entries[0].text) for entries in nbest]
+            else:
+                output = format_nbest(done, nbest)
             out.write("".join(line + "\n" for line in output))
             out.flush()
+            if args.report is not None:
+                sources.extend(chunk)
+                best.extend(entries[0] for entries in nbest)
             done += len(chunk)
+    if args.report is not None:
+        write_translate_report(args, translator, sources, best, seconds, source_name)
     return 0
+
+
+def write_translate_report(
+    args: argparse.Namespace, translator: Translator, sources: list[str], best: list[Translation],
+    seconds: float, source_name: str,
+) -> None:
+    """The report of the translations printed (no reference: no scores)."""
+    from aiayn.cli.report_arguments import write_report_files
+    from aiayn.evaluation.report_inputs import report_outputs
+
+    if not sources:
+        raise DataError(f"{source_name}: no lines to translate")
+    outputs = report_outputs(translator, sources, best, seconds)
+    write_report_files(args, sources, None, outputs, f"{args.model}: {source_name}")

@@ -1,6 +1,6 @@
 """The evaluation report's data: scores, flags, corpus views and the attention of each sentence.
 
-    outputs = model_outputs("runs/de_en", sources, Decoding())        # report_inputs
+    outputs = report_outputs(translator, sources, best, seconds)      # report_inputs
     data = build_report(sources, references, outputs, FlagSettings())
     write_report(data, "report.html")                                 # report_page: + report.json
 
@@ -129,7 +129,7 @@ def build_report(
 
     Args:
         sources, references: aligned lines (references None: no scores).
-        outputs: the model's translations, tokens and attention (`report_inputs.model_outputs`).
+        outputs: the model's translations, tokens and attention (`report_inputs.report_outputs`).
         settings: the flags' thresholds (None: the defaults).
         lowercase: case-insensitive scores (and word matching).
         compare: a second system (its `ModelOutputs`, or its hypotheses); needs references.

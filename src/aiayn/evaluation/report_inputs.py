@@ -1,28 +1,35 @@
-"""What the evaluation report needs from a model: its translations, its tokens and its attention.
+"""What the evaluation report needs from a model: its translations' tokens and attention.
+
+The report shows the translations that `aiayn translate` / `aiayn evaluate` produced; it never
+decodes. Given the loaded translator and the best `Translation` of each sentence (what the
+command printed), `report_outputs` adds what the report needs besides the text:
+
+    outputs = report_outputs(translator, sources, best, seconds)
+
+For an aiayn model the encoder-decoder attention of every layer and head (Sec. 3.2.3) comes
+from one teacher-forced pass of the same loaded model over the source and the output's own
+token ids (`Transformer.attention_maps`): eager code whether or not the decoding step was
+compiled, and through the int8 linear layers for a model loaded with `quantize="int8"`, so the
+weights are those of the model that produced the output. A CTranslate2 export translates, but
+gives no per-layer, per-head attention, so `attention_note` says why it is unavailable and
+`cross` stays None.
 
 This is the report's only door into the translation engines and the attention code, so that
-a change to their interface is met here alone:
-
-    outputs = model_outputs("runs/de_en", sources, Decoding(beam=4, alpha=0.6))
-
-For an aiayn model directory the best beam hypothesis of each sentence comes from
-`Translator.translate_nbest` and its encoder-decoder attention (every layer and head,
-Sec. 3.2.3) from one teacher-forced pass over the hypothesis (`attention_examples`). A
-CTranslate2 export translates, but its attention is not the per-layer, per-head attention of
-the model, so `attention_note` says why it is unavailable and `cross` stays None.
+a change to their interface is met here alone.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from aiayn.errors import ConfigError
 from aiayn.evaluation.report_flags import unknown
+
+if TYPE_CHECKING:
+    from aiayn.inference.interface import Translation, Translator
 
 
 def display_token(token: str) -> str:
@@ -30,21 +37,6 @@ def display_token(token: str) -> str:
     from aiayn.plots.attention_data import display_token as explorer_display_token
 
     return explorer_display_token(token)
-
-
-ATTENTION_CHUNK = 64
-"""Sentences whose attention is computed at a time (only the cross-attention is kept)."""
-
-
-@dataclass(frozen=True)
-class Decoding:
-    """The decoding settings of `aiayn translate` (paper defaults, Sec. 6.1)."""
-
-    beam: int = 4
-    alpha: float = 0.6
-    max_len_extra: int = 50
-    batch_tokens: int = 4096
-    device: str | None = None
 
 
 @dataclass
@@ -83,35 +75,29 @@ class ModelOutputs:
         return [s.hypothesis for s in self.sentences]
 
 
-def model_outputs(
-    model_dir: str, sources: Sequence[str], decoding: Decoding, attention: bool = True
+def report_outputs(
+    translator: Translator, sources: Sequence[str], best: Sequence[Translation], seconds: float = 0.0,
+    attention: bool = True, name: str | None = None,
 ) -> ModelOutputs:
-    """Translate `sources` with the model in `model_dir` (aiayn or CTranslate2) and gather, per
-    sentence, its tokens and (aiayn models, `attention=True`) its encoder-decoder attention."""
-    from aiayn.inference import load
-
-    translator = load(model_dir, decoding.device, task="translation")
-    start = time.perf_counter()
-    nbests = translator.translate_nbest(
-        list(sources), 1, beam=decoding.beam, alpha=decoding.alpha, max_len_extra=decoding.max_len_extra,
-        batch_tokens=decoding.batch_tokens,
-    )
-    ids = [hyps[0].tokens for hyps in nbests]
-    hypotheses = [hyps[0].text for hyps in nbests]
+    """The report's view of `translator`'s translations `best` (one per source, as decoded by
+    the command) of `sources`: per sentence its tokens and (aiayn models, `attention=True`) the
+    encoder-decoder attention of the output's tokens. `seconds`: the decoding time."""
+    if len(best) != len(sources):
+        raise ValueError(f"{len(sources)} sources but {len(best)} translations")
+    ids = [translation.tokens for translation in best]
     target_tok, source_tok = translator.tokenizers.target, translator.tokenizers.source
-    seconds = time.perf_counter() - start
     specials = translator.tokenizers.specials
     unk_id = specials.unk_id
     eos, bos = source_tok.id_to_token(specials.eos_id), target_tok.id_to_token(specials.bos_id)
     sentences = []
     source_ids = source_tok.encode_batch(list(sources)) if sources else []
-    for hypothesis, src_ids, target_ids in zip(hypotheses, source_ids, ids, strict=True):
+    for translation, src_ids, target_ids in zip(best, source_ids, ids, strict=True):
         src_tokens = [source_tok.id_to_token(t) for t in src_ids]
         tgt_tokens = [target_tok.id_to_token(t) for t in target_ids]
         src_unknown = unknown(src_tokens, src_ids, unk_id)
         tgt_unknown = unknown(tgt_tokens, target_ids, unk_id)
         sentences.append(SentenceOutput(
-            hypothesis=hypothesis,
+            hypothesis=translation.text,
             source_tokens=[*src_tokens, eos],
             target_tokens=[bos, *tgt_tokens],
             source_unknown=src_unknown,
@@ -119,12 +105,13 @@ def model_outputs(
             unknown_tokens=[src_tokens[i] for i in src_unknown] + [tgt_tokens[i] for i in tgt_unknown],
         ))
     config = translator.config
+    directory = str(translator.directory) if translator.directory is not None else ""
     model = {
-        "directory": str(model_dir), "d_model": config.d_model, "num_heads": config.num_heads,
+        "directory": directory, "d_model": config.d_model, "num_heads": config.num_heads,
         "num_encoder_layers": config.num_encoder_layers, "num_decoder_layers": config.num_decoder_layers,
         "device": str(translator.device),
     }
-    outputs = ModelOutputs(str(model_dir), sentences, model, seconds=seconds,
+    outputs = ModelOutputs(name or directory, sentences, model, seconds=seconds,
                            generated_tokens=sum(map(len, ids)))
     if translator.engine == "ctranslate2":
         outputs.attention_note = (
@@ -134,34 +121,29 @@ def model_outputs(
     elif not attention:
         outputs.attention_note = "unavailable: not computed"
     else:
-        _add_attention(translator, list(sources), hypotheses, sentences)
+        _add_attention(translator, list(sources), source_ids, ids, sentences)
     return outputs
 
 
-def _add_attention(translator: Any, sources: list[str], hypotheses: list[str],
-                   sentences: list[SentenceOutput]) -> None:
-    """Fill `cross` of each sentence the model can take whole (non-empty, within max_len)."""
-    from aiayn.plots.attention_data import attention_examples
+def _add_attention(
+    translator: Any, sources: list[str], source_ids: list[list[int]], target_ids: list[list[int]],
+    sentences: list[SentenceOutput],
+) -> None:
+    """Fill `cross` of each sentence the model can take whole (non-empty, within max_len): one
+    teacher-forced pass per sentence (a batch of one: no padding) over its output's own ids."""
+    import torch
 
-    limit = translator.model.config.max_len - 1
-    target_lengths = [len(ids) for ids in translator.tokenizers.target.encode_batch(hypotheses)]
-    usable = [
-        i for i, s in enumerate(sentences)
-        if sources[i].strip() and len(s.source_tokens) - 1 <= limit and target_lengths[i] <= limit
-    ]
-    for start in range(0, len(usable), ATTENTION_CHUNK):
-        chunk = usable[start : start + ATTENTION_CHUNK]
-        try:
-            examples = attention_examples(
-                translator, [sources[i] for i in chunk], [hypotheses[i] for i in chunk]
-            )
-        except ConfigError:  # not expected after the checks above; the chunk goes without attention
-            continue
-        for i, example in zip(chunk, examples, strict=True):
-            sentence = sentences[i]
-            # attention_examples re-encodes the hypothesis text (decoding drops <unk>): where its
-            # tokens differ from the beam's, the weights go with its tokens
-            if list(example.target_tokens[1:]) != sentence.target_tokens[1:]:
-                sentence.target_tokens = [sentence.target_tokens[0], *example.target_tokens[1:]]
-                sentence.target_unknown = []
-            sentence.cross = example.cross.astype(np.float32)
+    from aiayn.eval_mode import eval_mode
+
+    model, device = translator.model, translator.device
+    limit = model.config.max_len - 1
+    eos_id, bos_id = model.config.eos_id, model.config.bos_id
+    with eval_mode(model):
+        for i, sentence in enumerate(sentences):
+            src_ids, tgt_ids = source_ids[i], target_ids[i]
+            if not sources[i].strip() or len(src_ids) > limit or len(tgt_ids) > limit:
+                continue
+            src = torch.tensor([[*src_ids, eos_id]], dtype=torch.long, device=device)  # (1, S)
+            tgt_in = torch.tensor([[bos_id, *tgt_ids]], dtype=torch.long, device=device)  # (1, T)
+            cross = model.attention_maps(src, tgt_in).cross  # L x (1, H, T, S)
+            sentence.cross = torch.stack([m[0] for m in cross]).float().cpu().numpy()  # (L, H, T, S)

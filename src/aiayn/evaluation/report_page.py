@@ -20,7 +20,7 @@ from typing import Any
 
 from aiayn.errors import ConfigError
 from aiayn.explorer import _script_safe_json, view_file, view_markup
-from aiayn.files import atomic_path
+from aiayn.files import atomic_path, write_errors
 
 ASSETS = "report_assets"
 
@@ -62,8 +62,17 @@ def write_report(data: dict[str, Any], path: str | Path) -> tuple[Path, Path]:
     """Write the page to `path` and the data to `json_path(path)` (each atomically)."""
     check_report_path(path)
     page, data_file = Path(path), json_path(path)
-    for target, text in ((data_file, json.dumps(data, ensure_ascii=False) + "\n"), (page, report_page(data))):
-        with atomic_path(target) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-            tmp.chmod(0o644)  # files to share, not the private 0600 of a temporary file
+    written: list[Path] = []
+    try:
+        with write_errors(page):
+            for target, text in ((data_file, json.dumps(data, ensure_ascii=False) + "\n"),
+                                 (page, report_page(data))):
+                with atomic_path(target) as tmp:
+                    tmp.write_text(text, encoding="utf-8")
+                    tmp.chmod(0o644)  # files to share, not the private 0600 of a temporary file
+                written.append(target)
+    except BaseException:
+        for target in written:  # no data file without its page
+            target.unlink(missing_ok=True)
+        raise
     return page, data_file

@@ -10,9 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
-import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +21,7 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
 from aiayn.errors import CheckpointError, ConfigError
+from aiayn.files import atomic_directory, write_errors
 from aiayn.model.config import ModelConfig
 from aiayn.model_dir import load_model, read_model_json
 
@@ -121,26 +119,14 @@ def vocabulary(tokenizer: Tokenizer, size: int, side: str) -> list[str]:
 def output_directory(out: str | Path, overwrite: bool) -> Iterator[Path]:
     """Yield an empty temporary directory beside `out`; on success it becomes `out`.
 
-    A failed export leaves nothing behind; an existing `out` is refused unless `overwrite`
-    (then it is replaced only once the new directory is complete).
+    A failed export leaves nothing behind (a full disk or a file-size limit is a one-line
+    `WriteError`); an existing `out` is refused unless `overwrite` (then it is replaced only
+    once the new directory is complete).
     """
     out = Path(out)
     if out.exists() and not overwrite:
         raise ConfigError(f"--out {out} already exists; pass --overwrite to replace it")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out} exists and is not a directory")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent))
-    try:
+    with write_errors(out), atomic_directory(out) as tmp:
         yield tmp
-        os.chmod(tmp, 0o755)
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out, old)
-            os.replace(tmp, out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)

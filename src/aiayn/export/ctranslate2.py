@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from aiayn.decoding.common import never_generated
+from aiayn.decoding_options import EXPORT_QUANTIZATIONS as QUANTIZATIONS
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.export.common import (
     ExportSource,
@@ -47,7 +48,6 @@ log = logging.getLogger(__name__)
 AIAYN_FILE = "aiayn.json"
 """Our model settings (the model directory's `config.json`) inside a CTranslate2 export."""
 CT2_WEIGHTS = "model.bin"
-QUANTIZATIONS = ("int8", "int8_float32", "int16", "float16", "bfloat16")
 
 
 def export_ctranslate2(

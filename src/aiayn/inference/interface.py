@@ -15,13 +15,8 @@ from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
+from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS  # noqa: F401 (public here too)
 from aiayn.model.config import ModelConfig
-
-DEFAULT_BATCH_TOKENS = 4096
-"""Padded source tokens per decoding batch (beam search decodes beam x as many rows)."""
-
-LONG_LINE_ACTIONS = ("truncate", "error")
-"""What to do with a line longer than the model's max_len: cut it (with a warning) or raise."""
 
 
 class Translation(NamedTuple):

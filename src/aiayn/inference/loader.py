@@ -15,10 +15,10 @@ import torch
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
+from aiayn.decoding_options import QUANTIZATIONS
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference.interface import Generator, Translator
-from aiayn.model.int8_linear import QUANTIZATIONS, quantize_int8
-from aiayn.model.packed_linear import pack_for_inference
+from aiayn.runtime import accelerate
 
 TASKS = {"transformer": "translation", "decoder_only": "lm"}
 """The model types `load` opens, and the task of each."""
@@ -47,11 +47,11 @@ def load(
         device: 'cpu', 'cuda', 'cuda:N'; None picks CUDA when available.
         task: 'translation' or 'lm' to require that kind of model (None: either).
         quantize: 'int8' to run the linear layers in int8 (per-channel weight scales, the
-            input quantized on the fly: `aiayn.model.int8_linear`; CTranslate2: its int8
+            input quantized on the fly: `aiayn.runtime.int8`; CTranslate2: its int8
             compute type).
             A CTranslate2 export already saved in int8 refuses it (it is int8 already).
         compile: compile the decoding step of an aiayn translation model with `torch.compile`
-            (`aiayn.model.compiling`): faster decoding after tens of seconds of compiling.
+            (`aiayn.runtime.compiled`): faster decoding after tens of seconds of compiling.
     """
     if task is not None and task not in _KINDS:
         raise ConfigError(f"task must be one of {sorted(_KINDS)} or None, got {task!r}")
@@ -103,14 +103,13 @@ def _load_torch(
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
     model = load_model(directory, device)
-    # A loaded model is not trained further: its weights can be pre-packed, or quantized.
-    model = quantize_int8(model) if quantize == "int8" else pack_for_inference(model)
-    if compile:
-        from aiayn.model.compiling import compile_decoding, compiler_available
+    if compile and str(device).startswith("cpu"):
+        from aiayn.runtime.compiled import compiler_available
 
-        if str(device).startswith("cpu") and not compiler_available():
+        if not compiler_available():
             raise ConfigError("compile on CPU needs a C++ compiler (g++ or clang++) on the PATH")
-        model = compile_decoding(model)  # type: ignore[arg-type]
+    # A loaded model is not trained further: its weights can be prepacked, or quantized.
+    model = accelerate(model, quantize, compile)
     specials = SpecialTokens.of(model.config)
     if model_type == "transformer":
         from aiayn.inference.torch_translator import TorchTranslator

@@ -5,20 +5,24 @@
 Two paths give the same result: an explicit one written out as in the paper, which can
 return the attention probabilities, and a fast one through
 `torch.nn.functional.scaled_dot_product_attention` (fused kernels) used when the
-probabilities are not needed. Inside a compiled decoding step (`aiayn.model.compiling`) the
-explicit formula is written element-wise, which the compiler fuses into one loop over the few
-keys of a step instead of calling the fused kernel once per head. Masks follow the convention
-of `aiayn.model.masks` (True = may attend).
+probabilities are not needed. Masks follow the convention of `aiayn.model.masks` (True = may
+attend). `AttentionFunction` is the signature of this function, which multi-head attention
+holds as its `attention` (a runtime may give it another implementation of the same formula).
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+from collections.abc import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+AttentionFunction = Callable[..., tuple[Tensor, Tensor | None]]
+"""(query, key, value, mask=, dropout=, need_weights=, is_causal=) -> (output, probabilities),
+as `scaled_dot_product_attention`."""
 
 
 def scaled_dot_product_attention(
@@ -45,8 +49,6 @@ def scaled_dot_product_attention(
     Returns:
         (output (B, H, T, d_v), probabilities (B, H, T, S) or None).
     """
-    if torch.compiler.is_compiling() and not need_weights and dropout == 0.0:
-        return _elementwise_attention(query, key, value, mask, is_causal), None
     if not need_weights:
         dtype = query.dtype
         on_cpu_bf16 = query.device.type == "cpu" and (
@@ -78,23 +80,3 @@ def scaled_dot_product_attention(
         probabilities = probabilities.masked_fill(~mask, 0.0)
     attended = F.dropout(probabilities, p=dropout) if dropout > 0 else probabilities
     return attended @ value, probabilities
-
-
-def _elementwise_attention(
-    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, is_causal: bool
-) -> Tensor:
-    """Eq. 1 as products and sums over d_k and S, for a compiled step (see the module doc).
-
-    Shapes as `scaled_dot_product_attention`; returns (B, H, T, d_v).
-    """
-    scale = 1.0 / math.sqrt(query.size(-1))
-    scores = (query[:, :, :, None, :] * key[:, :, None, :, :]).sum(-1) * scale  # (B, H, T, S)
-    if mask is None and is_causal:
-        T, S = scores.shape[-2:]
-        mask = torch.ones(T, S, dtype=torch.bool, device=scores.device).tril(diagonal=S - T)
-    if mask is not None:
-        scores = scores.masked_fill(~mask, float("-inf"))
-    probabilities = scores.softmax(dim=-1)
-    if mask is not None:  # all keys blocked: zero weights, as the other paths
-        probabilities = probabilities.masked_fill(~mask, 0.0)
-    return (probabilities[..., None] * value[:, :, None, :, :]).sum(-2)  # (B, H, T, d_v)

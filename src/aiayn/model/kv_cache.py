@@ -27,9 +27,14 @@ class AttentionCache:
     `length`); `key`/`value` are views of that part, made when asked for (a compiled step then
     sees the buffers themselves, not views of them). Keys/values stored whole (`store`:
     cross-attention, computed once) are plain tensors, reordered by selection.
+
+    Args:
+        spare_positions: positions each buffer keeps free beyond what is filled (a runtime that
+            needs the filled part never to be a whole buffer asks for one).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, spare_positions: int = 0) -> None:
+        self.spare_positions = spare_positions
         self.buffers: list[tuple[Tensor, Tensor]] = []
         self.rows = 0  # filled rows of buffers[0]
         self.length = 0  # number of cached key positions S
@@ -56,17 +61,16 @@ class AttentionCache:
 
     def has_room(self, positions: int) -> bool:
         """Whether `append` can write `positions` more positions without growing its buffers
-        (and keep the spare position)."""
-        return bool(self.buffers) and self.buffers[0][0].size(2) > self.length + positions
+        (and keep `spare_positions` free)."""
+        needed = self.length + positions + self.spare_positions
+        return bool(self.buffers) and self.buffers[0][0].size(2) >= needed
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Add new positions (B, H, t, d_k) and return all keys/values so far."""
         cached, rows = self.length, key.size(0)
         needed = cached + key.size(2)
         if not self.has_room(key.size(2)):  # first append, or out of room
-            # One position spare: the filled part is then never a whole buffer, whose view would
-            # be another layout to a compiled step (`aiayn.model.compiling`).
-            current = self._allocate(rows, max(needed, 2 * cached, 16) + 1, key)
+            current = self._allocate(rows, max(needed, 2 * cached, 16) + self.spare_positions, key)
             if self.buffers:
                 current[0][:rows, :, :cached] = self.key
                 current[1][:rows, :, :cached] = self.value
@@ -107,10 +111,11 @@ class DecoderCache:
     cross_attention: list[AttentionCache] = field(default_factory=list)
 
     @classmethod
-    def empty(cls, num_layers: int) -> DecoderCache:
+    def empty(cls, num_layers: int, spare_positions: int = 0) -> DecoderCache:
+        """Empty caches for `num_layers` layers (`spare_positions`: see `AttentionCache`)."""
         return cls(
-            [AttentionCache() for _ in range(num_layers)],
-            [AttentionCache() for _ in range(num_layers)],
+            [AttentionCache(spare_positions) for _ in range(num_layers)],
+            [AttentionCache(spare_positions) for _ in range(num_layers)],
         )
 
     @property

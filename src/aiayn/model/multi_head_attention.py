@@ -20,13 +20,26 @@ to (B, T) only for the score matmuls.
 
 from __future__ import annotations
 
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from aiayn.model.attention import scaled_dot_product_attention
+from aiayn.model.attention import AttentionFunction, scaled_dot_product_attention
 from aiayn.model.context import AttentionContext
 from aiayn.model.kv_cache import AttentionCache
-from aiayn.model.packed_linear import linear_rows
 from aiayn.model.packing import padded
+
+
+class FusedProjection(nn.Linear):
+    """Several projections stored as one `nn.Linear` ([W^Q; W^K; W^V]): computed together by
+    `forward`, or a part of the output features alone by `project_features`.
+
+    A runtime may replace any linear layer by a subclass computing both another way.
+    """
+
+    def project_features(self, x: Tensor, start: int, stop: int) -> Tensor:
+        """(..., in) -> (..., stop - start): x W[start:stop]^T + b[start:stop]."""
+        bias = None if self.bias is None else self.bias[start:stop]
+        return F.linear(x, self.weight[start:stop], bias)
 
 
 class MultiHeadAttention(nn.Module):
@@ -36,6 +49,9 @@ class MultiHeadAttention(nn.Module):
         d_model: model width; split into `num_heads` heads of d_model / num_heads.
         num_heads: h.
         dropout: dropout on the attention probabilities.
+
+    `attention` is Eq. 1 as this module computes it (`scaled_dot_product_attention`); a runtime
+    may hold another implementation of it there.
     """
 
     def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
@@ -46,8 +62,9 @@ class MultiHeadAttention(nn.Module):
         self.num_heads = num_heads
         self.head_dim = d_model // num_heads
         self.dropout = dropout
-        self.in_proj = nn.Linear(d_model, 3 * d_model)  # [W^Q; W^K; W^V]
+        self.in_proj = FusedProjection(d_model, 3 * d_model)  # [W^Q; W^K; W^V]
         self.out_proj = nn.Linear(d_model, d_model)  # W^O
+        self.attention: AttentionFunction = scaled_dot_product_attention
 
     def forward(
         self, query: Tensor, context: AttentionContext, cache: AttentionCache | None = None
@@ -70,7 +87,7 @@ class MultiHeadAttention(nn.Module):
         self._check_query(query, context)
         rows = query.size(0)
         q, k, v = self.project_heads(query, context, cache)  # (B, H, T, d_k), (B, H, S, d_k) twice
-        heads, probabilities = scaled_dot_product_attention(
+        heads, probabilities = self.attention(
             q, k, v,
             mask=context.mask,
             dropout=self.dropout if self.training else 0.0,
@@ -101,7 +118,7 @@ class MultiHeadAttention(nn.Module):
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, H, S_cached + T, d_k)
             return q, k, v
-        q_proj = padded(linear_rows(self.in_proj, query, 0, d), context.query_layout)  # Q W^Q
+        q_proj = padded(self.in_proj.project_features(query, 0, d), context.query_layout)  # Q W^Q
         unpacked = context.query_layout is None and context.memory_layout is None
         if unpacked and q_proj.size(0) != context.memory.size(0):
             # Beam search: the g = B / b consecutive rows of each sentence share its memory, so
@@ -110,7 +127,7 @@ class MultiHeadAttention(nn.Module):
         (q,) = self.split_heads(q_proj, 1)  # (B, T, D) -> (B, H, T, d_k)
         if cache is not None and cache.key is not None:
             return q, cache.key, cache.value
-        kv = linear_rows(self.in_proj, context.memory, d, 3 * d)  # K W^K, V W^V
+        kv = self.in_proj.project_features(context.memory, d, 3 * d)  # K W^K, V W^V
         k, v = self.split_heads(padded(kv, context.memory_layout), 2)  # (B, S, 2D) -> 2 x (B, H, S, d_k)
         if cache is not None:
             cache.store(k, v)

@@ -19,6 +19,7 @@ one exception is the packed training pass (`output_mask`, `aiayn.model.packing`)
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -34,6 +35,9 @@ from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import attention_mask, padding_mask, target_padding_mask
 from aiayn.model.positional_encoding import positional_encoding
 from aiayn.model_dir import PretrainedMixin
+
+StepRunner = Callable[[Tensor, Tensor, "Tensor | None", DecoderCache], Tensor]
+"""A decoding step with `Transformer.decode_step`'s arguments and result."""
 
 
 @dataclass
@@ -78,6 +82,10 @@ class Transformer(PretrainedMixin, nn.Module):
         if c.tie_output:
             self.output_projection.weight = self.tgt_embedding.weight
         init_weights(self, self.output_projection)
+        # What a runtime (`aiayn.runtime`) may set: another implementation of `decode_step`, and
+        # the positions each new decoding cache keeps spare.
+        self.step_runner: StepRunner | None = None
+        self.cache_spare_positions = 0
 
     # ------------------------------------------------------------------ the whole pass
     def forward(
@@ -125,8 +133,8 @@ class Transformer(PretrainedMixin, nn.Module):
         return self.encoder(self.embed_source(src, source), source)
 
     def new_cache(self) -> DecoderCache:
-        """An empty key/value cache for step-by-step `decode`."""
-        return DecoderCache.empty(self.config.num_decoder_layers)
+        """An empty key/value cache for step-by-step `decode` (`cache_spare_positions` spare)."""
+        return DecoderCache.empty(self.config.num_decoder_layers, self.cache_spare_positions)
 
     def decode(
         self,
@@ -171,9 +179,18 @@ class Transformer(PretrainedMixin, nn.Module):
 
         last: (B, 1) the last token of each row; memory: (B, S, D) (or one row per group of
         beams, see `MultiHeadAttention`); src_padding_mask: (B, S) or None; cache: filled in
-        place. Returns (B, V) float32 logits. The one function a decoder calls per step, and
-        the one `aiayn.model.compiling` compiles.
+        place. Returns (B, V) float32 logits. The one function a decoder calls per step: it runs
+        `step_runner` where a runtime has set one (the same step computed another way), else
+        `incremental_step`.
         """
+        if self.step_runner is not None:
+            return self.step_runner(last, memory, src_padding_mask, cache)
+        return self.incremental_step(last, memory, src_padding_mask, cache)
+
+    def incremental_step(
+        self, last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache
+    ) -> Tensor:
+        """`decode_step` as written here: `decode` of the last token, projected to logits."""
         hidden = self.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)  # (B, 1, D)
         return self.output_projection(hidden[:, -1]).float()  # (B, V)
 

@@ -9,7 +9,8 @@ page) and /static/* (its script and styles). Every error is a JSON body
 fields 422, a body over --max-request-bytes or more sentences than --max-sentences 413, a
 sentence longer than the model accepts 422, a missing or wrong API key 401. Bad input never
 gives 500, and no response carries a traceback (unexpected errors are logged, and answered
-with a one-line 500).
+with a one-line 500). The OpenAPI document (/openapi.json) lists the endpoints of the served
+model's task and documents each error status with its body (`ErrorResponse`).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from aiayn.serve.schemas import (
     GenerateResponse,
     TranslateRequest,
     TranslateResponse,
+    error_responses,
 )
 from aiayn.serve.served_model import ServedModel, Unsupported
 
@@ -166,6 +168,25 @@ def validation_response(error: RequestValidationError) -> JSONResponse:
     return error_response(422, summary, details=details)
 
 
+def document_the_api_key(app: FastAPI) -> None:
+    """Declare in the OpenAPI document that /v1/* needs `Authorization: Bearer KEY` (--api-key)."""
+    build = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        document = build()  # built once, then cached by FastAPI; marked once
+        if "bearer" not in document.setdefault("components", {}).get("securitySchemes", {}):
+            document["components"].setdefault("securitySchemes", {})["bearer"] = {
+                "type": "http", "scheme": "bearer", "description": "the service's --api-key"
+            }
+            for path, operations in document.get("paths", {}).items():
+                if path.startswith("/v1/"):
+                    for operation in operations.values():
+                        operation["security"] = [{"bearer": []}]
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
 def create_app(model: Translator | Generator, settings: ServeSettings | None = None) -> FastAPI:
     """The service for `model` (from `aiayn.load`); its worker thread starts and stops with
     the app's lifespan."""
@@ -188,6 +209,8 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
     )
     app.state.worker = worker
     app.state.served = served
+    if settings.api_key is not None:
+        document_the_api_key(app)
     app.add_middleware(RequestGuard, max_request_bytes=settings.max_request_bytes, api_key=settings.api_key)
 
     @app.exception_handler(RequestValidationError)
@@ -246,7 +269,9 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
     async def run_job(job: Job) -> Any:
         return await asyncio.wrap_future(worker.submit(job))
 
-    @app.post("/v1/translate", response_model=TranslateResponse)
+    # the document lists the endpoints of this service's model: the other kind's answers 404
+    @app.post("/v1/translate", response_model=TranslateResponse, responses=error_responses(),
+              include_in_schema=served.task == "translation")
     async def translate(request: TranslateRequest) -> dict[str, Any]:
         need_task("translation", "/v1/translate")
         if len(request.text) > settings.max_sentences:
@@ -281,7 +306,8 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
         nbests = await run_job(job) if request.text else []
         return {"translations": [[{"text": t.text, "score": t.score} for t in hyps] for hyps in nbests]}
 
-    @app.post("/v1/generate", response_model=GenerateResponse)
+    @app.post("/v1/generate", response_model=GenerateResponse, responses=error_responses(),
+              include_in_schema=served.task == "lm")
     async def generate(request: GenerateRequest) -> dict[str, Any]:
         need_task("lm", "/v1/generate")
         if request.max_new_tokens > settings.max_new_tokens:
@@ -302,15 +328,13 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
         job = Job(key=None, run=sample)
         return {"text": await run_job(job)}
 
-    @app.post("/v1/attention")
+    @app.post("/v1/attention", responses=error_responses())
     async def attention(request: AttentionRequest) -> dict[str, Any]:
-        if not request.text.strip():
-            raise LimitError(422, "the text is empty", "min_tokens", 1)
         check_lengths([request.text])
         text, beam = request.text, request.beam
         return await run_job(Job(key=None, run=lambda served: served.attention(text, beam)))
 
-    @app.get("/v1/model")
+    @app.get("/v1/model", responses=error_responses(401))
     async def model() -> dict[str, Any]:
         limits = {
             "max_request_bytes": settings.max_request_bytes,

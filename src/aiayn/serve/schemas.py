@@ -8,7 +8,7 @@ tokens per sentence, new tokens) are checked by the app, which names the option.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -28,8 +28,31 @@ def _valid_unicode(text: str) -> str:
 Text = Annotated[str, AfterValidator(_valid_unicode)]
 
 
+def _not_blank(text: str) -> str:
+    if not text.strip():
+        raise ValueError("the text is empty")
+    return text
+
+
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _integral_numbers(cls, data: Any) -> Any:
+        """JSON has one number type and the schema's `integer` admits 4.0: an integer field takes it
+        as 4 (2.5 stays refused). A model validator, as a field validator would hide the field's
+        bounds from the OpenAPI document."""
+        if not isinstance(data, dict):
+            return data
+        fields = cls.model_fields
+        return {
+            key: int(value)
+            if isinstance(value, float) and value.is_integer() and key in fields
+            and int in (get_args(fields[key].annotation) or (fields[key].annotation,))
+            else value
+            for key, value in data.items()
+        }
 
 
 class TranslateRequest(Strict):
@@ -104,6 +127,42 @@ class GenerateResponse(BaseModel):
 class AttentionRequest(Strict):
     """`POST /v1/attention`: one sentence (a translation model's source, or an LM's text)."""
 
-    text: Text = Field(description="one sentence")
+    text: Annotated[Text, AfterValidator(_not_blank)] = Field(
+        description="one sentence (not blank)", json_schema_extra={"pattern": r"\S"}
+    )
     beam: int = Field(4, ge=1, le=MAX_BEAM, description="beam size of the translation whose attention "
                       "is shown (1 = greedy; a language model's attention is over the text itself)")
+
+
+class ErrorDetail(BaseModel):
+    """What an error says: its status, one line, and for some errors the limit or the fields at fault."""
+
+    model_config = ConfigDict(extra="allow")
+
+    status: int
+    message: str
+
+
+class ErrorResponse(BaseModel):
+    """The body of every error (4xx, 5xx)."""
+
+    error: ErrorDetail
+
+
+ERRORS = {
+    400: "malformed JSON, or no body",
+    401: "missing or wrong API key (with --api-key)",
+    404: "the endpoint needs the other kind of model (translation or language model)",
+    413: "the body is over --max-request-bytes, or more sentences than --max-sentences",
+    422: "a field of the wrong type, out of range or unknown; a text longer than the model takes",
+    501: "the engine cannot do what was asked",
+    503: "the service is shutting down",
+}
+"""The error statuses of the POST endpoints and what each means (documented in the OpenAPI schema)."""
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """FastAPI's `responses=` for these error statuses (all by default): each an ErrorResponse."""
+    return {
+        status: {"model": ErrorResponse, "description": ERRORS[status]} for status in statuses or ERRORS
+    }

@@ -35,7 +35,7 @@ import torch
 from torch import nn
 
 from aiayn.errors import CheckpointError
-from aiayn.files import atomic_write
+from aiayn.files import atomic_directory, atomic_write, write_errors
 from aiayn.model_card import write_model_card
 from aiayn.model_dir import CONFIG_FILE as MODEL_CONFIG_FILE
 from aiayn.model_dir import (
@@ -223,13 +223,19 @@ def average_checkpoints(
         model.config.extra["averaged_from"] = (
             f"the average of {len(chosen)} checkpoints of {run_dir} ({names})"
         )
-        out.mkdir(parents=True, exist_ok=True)
-        model.save_pretrained(out)
-        tokenizer_files = [*Path(run_dir).glob("*tokenizer.json"), *Path(run_dir).glob("tokenizer.model"),
-                           *(Path(run_dir) / name for name in ("source.spm", "target.spm", "vocab.json"))]
-        for tokenizer_file in tokenizer_files:
-            if tokenizer_file.is_file() and tokenizer_file.resolve() != (out / tokenizer_file.name).resolve():
-                atomic_write(out / tokenizer_file.name, lambda p, src=tokenizer_file: shutil.copyfile(src, p))
-        read_model_json(out)  # sanity: the result is a model directory
-        write_model_card(out)
+        # a new directory appears only when complete; into an existing one (the run directory)
+        # each file is replaced atomically
+        with write_errors(out), (
+            contextlib.nullcontext(out) if out.exists() else atomic_directory(out)
+        ) as directory:
+            model.save_pretrained(directory)
+            tokenizer_files = [*Path(run_dir).glob("*tokenizer.json"), *Path(run_dir).glob("tokenizer.model"),
+                               *(Path(run_dir) / name for name in ("source.spm", "target.spm", "vocab.json"))]
+            for tokenizer_file in tokenizer_files:
+                same = tokenizer_file.resolve() == (out / tokenizer_file.name).resolve()
+                if tokenizer_file.is_file() and not same:
+                    atomic_write(directory / tokenizer_file.name,
+                                 lambda p, src=tokenizer_file: shutil.copyfile(src, p))
+            read_model_json(directory)  # sanity: the result is a model directory
+            write_model_card(directory, name=out.name)
     return chosen

@@ -78,6 +78,10 @@ class DataConfig:
     valid_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': validation targets")
     test_src: str | None = setting(None, tasks=TRANSLATION, help="task 'files': test sources")
     test_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': test targets")
+    valid_from_train: bool = setting(
+        False, tasks=TRANSLATION, help="task 'files' without valid_src/valid_tgt: split a validation set "
+        "off the training pairs (seeded, saved in the run directory, removed from training)",
+    )
     tokenizer: str = setting(
         "bpe",
         tasks=EVERY_TASK,
@@ -87,7 +91,10 @@ class DataConfig:
     special_tokens: dict[str, str | None] | None = setting(
         None, tasks=EVERY_TASK, help="the pad/bos/eos/unk tokens of a loaded tokenizer, by name"
     )
-    vocab_size: int = setting(8000, range=POSITIVE_INT, tasks=EVERY_TASK, help="size of a trained tokenizer")
+    vocab_size: int | str = setting(
+        8000, range=POSITIVE_INT, tasks=EVERY_TASK, auto=True,
+        help="size of a trained tokenizer; 'auto': by the training pairs (aiayn.training.auto_rules)",
+    )
     joint_vocab: bool = setting(True, tasks=TRANSLATION, help="one tokenizer for source and target")
     max_sentence_tokens: int = setting(
         128,
@@ -155,7 +162,10 @@ class ModelSection:
     Vocabulary sizes come from the tokenizer; `vocab_size` is never set here.
     """
 
-    preset: str = setting("small", choices=PRESETS, help="the sizes to start from (Table 3)")
+    preset: str = setting(
+        "small", choices=(*PRESETS, "auto"),
+        help="the sizes to start from (Table 3); 'auto': by the corpus and the tokens the run will see",
+    )
     overrides: dict[str, Any] = setting(default_factory=dict, help="ModelConfig fields, checked by it")
 
     def __post_init__(self) -> None:
@@ -191,8 +201,9 @@ class TrainConfig:
     lr: float = setting(1e-3, range=POSITIVE, help="peak learning rate of inverse_sqrt, cosine, constant")
     min_lr: float = setting(0.0, range=NON_NEGATIVE, help="learning rate at the end of the decay")
     warmup: int | str = setting(
-        4000, range=NON_NEGATIVE_INT, share=True,
-        help="warmup steps ('noam' needs >= 1), or a share of the run such as '6%' (needs max_steps)",
+        4000, range=NON_NEGATIVE_INT, share=True, auto=True,
+        help="warmup steps ('noam' needs >= 1), or a share of the run such as '6%' (needs max_steps); "
+        "'auto': by the updates the run will reach",
     )
     label_smoothing: float = setting(0.1, range=PROBABILITY, help="epsilon_ls (Sec. 5.4)")
     adam_beta1: float = setting(0.9, range=PROBABILITY, help="Adam beta_1 (Sec. 5.3)")
@@ -209,8 +220,9 @@ class TrainConfig:
     seed: int = setting(1, range=NON_NEGATIVE_INT, help="seed of initialisation, dropout and batch order")
     log_every: int = setting(50, range=POSITIVE_INT, help="steps between log lines")
     eval_every: int | str = setting(
-        500, range=POSITIVE_INT, share=True,
-        help="steps between validations and checkpoints, or a share of the run such as '6%'",
+        500, range=POSITIVE_INT, share=True, auto=True,
+        help="steps between validations and checkpoints, or a share of the run such as '6%'; 'auto': by "
+        "the updates the run will reach",
     )
     keep_checkpoints: int = setting(5, range=POSITIVE_INT, help="checkpoints kept (for averaging, Sec. 6.1)")
     early_stopping_patience: int | None = setting(
@@ -219,8 +231,9 @@ class TrainConfig:
     validation_metric: str = setting(
         "loss", help="the metric that picks the best model (checked against the task's metrics)"
     )
-    bleu_max_sentences: int | None = setting(
-        500, range=NON_NEGATIVE_INT, help="validation sentences decoded for BLEU (None: all)"
+    bleu_max_sentences: int | str | None = setting(
+        500, range=NON_NEGATIVE_INT, auto=True,
+        help="validation sentences decoded for BLEU (None: all; 'auto': by the time a validation may take)",
     )
     bleu_beam: int = setting(1, range=POSITIVE_INT, help="beam size of validation decoding")
     test_max_sentences: int | None = setting(
@@ -238,6 +251,11 @@ class TrainConfig:
         default_factory=list, help="parameter groups trained with no gradient and no optimizer state: "
         "embeddings, encoder, decoder, encoder.layers.0-2, ..."
     )
+    implementation: str = setting(
+        "engine", choices=("engine", "paper"),
+        help="what trains a translation model: 'engine' (aiayn.model) or 'paper' (aiayn.paper's forward, "
+        "loss and greedy decoding, through aiayn.training.paper_adapter); the model directory is the same",
+    )
     report_to: list[str] = setting(
         default_factory=list, help="run trackers besides metrics.jsonl: tensorboard, wandb"
     )
@@ -254,9 +272,10 @@ class TrainConfig:
             raise ConfigError(f"train.report_to: unknown tracker {unknown[0]!r}; choose from {choices}")
         if self.schedule == "noam" and isinstance(self.warmup, int) and self.warmup < 1:
             raise ConfigError(f"train.warmup must be >= 1 for the noam schedule, got {self.warmup}")
-        if isinstance(self.warmup, str) and self.max_steps is None:
+        if isinstance(self.warmup, str) and self.warmup != "auto" and self.max_steps is None:
             raise ConfigError(f"train.warmup {self.warmup} is a share of the run: set train.max_steps")
-        if isinstance(self.eval_every, str) and self.max_steps is None and self.max_minutes is None:
+        if self.eval_every != "auto" and isinstance(self.eval_every, str) and self.max_steps is None \
+                and self.max_minutes is None:
             raise ConfigError(
                 f"train.eval_every {self.eval_every} is a share of the run: set train.max_minutes"
             )
@@ -342,8 +361,8 @@ def _model_section(data: Any) -> ModelSection:
     auto = {name for name, value in model.items() if name in AUTO_MODEL_KEYS and value == "auto"}
     numbers = check_settings(ModelConfig, {k: v for k, v in model.items() if k not in auto}, "model")
     section = ModelSection(preset=preset, overrides={**numbers, **dict.fromkeys(sorted(auto), "auto")})
-    try:  # what relates two fields (d_model divisible by num_heads)
-        ModelConfig.preset(section.preset, **numbers)
+    try:  # what relates two fields (d_model divisible by num_heads); 'auto' is checked as the size it times
+        ModelConfig.preset("small" if section.preset == "auto" else section.preset, **numbers)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"model: {error}") from None
     return section
@@ -435,3 +454,9 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig
 def default_config_path() -> Path:
     """The embedded default config: the built-in `dates` task."""
     return Path(__file__).resolve().parent.parent / "configs" / "dates.yaml"
+
+
+def files_config_path() -> Path:
+    """The embedded recipe for your own files (`aiayn train --train-src A --train-tgt B`): every
+    setting that can be 'auto' is."""
+    return Path(__file__).resolve().parent.parent / "configs" / "files.yaml"

@@ -9,9 +9,10 @@ instructions at all (`bf16_worth_measuring`); until then, and everywhere else, '
 from __future__ import annotations
 
 import contextlib
-from pathlib import Path
 
 import torch
+
+from aiayn.runtime.cpu import cpu_flags
 
 
 def select_device(name: str = "auto") -> torch.device:
@@ -37,11 +38,7 @@ def cpu_has_bf16_instructions() -> bool:
     be slower (on some AVX-512 BF16 Xeons our training step is), which is why 'auto' measures
     instead of trusting this.
     """
-    try:
-        cpuinfo = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return not BF16_CPU_FLAGS.isdisjoint(cpuinfo.split())
+    return not BF16_CPU_FLAGS.isdisjoint(cpu_flags())
 
 
 def bf16_worth_measuring(device: torch.device) -> bool:

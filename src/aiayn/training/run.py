@@ -26,7 +26,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import platform
 import shlex
 import sys
 from collections.abc import Iterator
@@ -41,7 +40,8 @@ from aiayn.errors import AiaynError, ConfigError, DataError
 from aiayn.files import atomic_write_text
 from aiayn.model_card import write_model_card
 from aiayn.model_dir import is_model_dir, load_model, meta_model
-from aiayn.training.auto_settings import choose_auto_settings, take_auto_settings
+from aiayn.runtime.cpu import cpu_model
+from aiayn.training.auto_settings import check_auto_supported, choose_auto_settings, take_auto_settings
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.device import select_device
@@ -82,9 +82,14 @@ def run_task(
     """
     dist = dist or DistContext()
     run_dir = Path(run_dir)
+    if config.train.implementation == "paper":
+        from aiayn.training.paper_adapter import paper_task
+
+        task = paper_task(task)
     task.check_config(config)
     check_trackers(config.train.report_to)  # a tracker not installed: before any work
     find_metric(config.train.validation_metric, task.metrics)  # fail before any work
+    check_auto_supported(config, task.measures_corpus)
     with hold_run_dir(run_dir, resume, overwrite, dist), log_to_file(run_dir, enabled=dist.is_main):
         return _train_and_report(task, config, run_dir, resume, dist)
 
@@ -204,6 +209,8 @@ def _train_and_report(
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
     tune_for_training()
+    if not resume:
+        split_validation(task, config, run_dir, dist)
     init = resolve_init(task, config, run_dir, resume, dist)
     data = shared_data(task, config, run_dir, resume, dist, init)
     if init is not None:
@@ -229,9 +236,15 @@ def _train_and_report(
     device = rank_device(select_device(config.train.device), dist)
     check_training_fits(layout, device, model_settings)
     measured_precision = ""  # `train.precision: auto` timed along with the speed the rules need
+    chosen = {c.name: {"value": c.value, "reason": c.reason} for c in task.data_choices(data)}  # for results
     if auto:
-        choice = choose_auto_settings(config, auto, build_model, data.train, task.loss, device, dist)
+        profile = task.corpus_profile(data) if task.measures_corpus else None
+        choice = choose_auto_settings(config, auto, build_model, data.train, task.loss, device, dist, profile)
         measured_precision = choice.precision if config.train.precision == "auto" else ""
+        chosen |= {c.name: {"value": c.value, "reason": c.reason} for c in choice.choices}
+        if "model.preset" in auto:  # the chosen size must fit as the placeholder did
+            model_settings = describe_model_settings(config)
+            check_training_fits(meta_model(build_model, model_settings), device, model_settings)
         torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
     model = build_model()
     trainable, params = freeze(model, config.train.freeze)
@@ -270,6 +283,7 @@ def _train_and_report(
         "final_lr": trainer.optimizer.param_groups[0]["lr"],  # the rate of the last step
         **initial,
         "trainable_params": trainable,
+        "auto_settings": chosen,
         "init_from": config.train.init_from,
         "freeze": list(config.train.freeze),
         "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -284,15 +298,24 @@ def _train_and_report(
     return results
 
 
-def cpu_model() -> str:
-    """The processor's name (for results.json and the model card)."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
+def split_validation(
+    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, dist: DistContext
+) -> None:
+    """Rank 0 splits a validation set off the training data when the task does that
+    (`Task.split_validation`); every rank then reads it from the settings rank 0 returns."""
+    settings, failure = None, None
+    if dist.is_main:
+        try:
+            settings = task.split_validation(config, run_dir)
+        except AiaynError as error:
+            failure = error
+    shared = broadcast_object((settings, str(failure) if failure else None), dist)
+    if failure is not None:
+        raise failure
+    if shared[1] is not None:
+        raise DataError(shared[1])
+    for key, value in (shared[0] or {}).items():
+        setattr(config.data, key, value)
 
 
 def describe_model_settings(config: RunConfig) -> str:

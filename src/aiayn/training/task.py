@@ -29,6 +29,7 @@ from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Names, Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
+from aiayn.training.auto_rules import Choice, CorpusProfile
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.state import TrainState
 
@@ -122,10 +123,14 @@ class Task(ABC, Generic[TokenizerT, DataT]):
         uses_store: the training data is a token store (`aiayn.data.token_store`): then
             `prepare_data` also takes `cache_dir=` (where the stores are) and `create=` (False:
             open the store, never make it), and `tokenizer_digest` identifies the tokenizer.
+        measures_corpus: `corpus_profile` measures its training pairs, so the settings that
+            read a corpus (`data.vocab_size`, `model.preset`, `train.bleu_max_sentences`) may be
+            'auto' (`aiayn.training.auto_settings`).
     """
 
     command: ClassVar[str]
     uses_store: ClassVar[bool] = False
+    measures_corpus: ClassVar[bool] = False
     model_type: ClassVar[str]
     target_unit: ClassVar[str] = "tokens"
     metrics: ClassVar[tuple[Metric, ...]] = ()
@@ -133,6 +138,12 @@ class Task(ABC, Generic[TokenizerT, DataT]):
     def check_config(self, config: RunConfig) -> None:
         """Raise `ConfigError` unless the config suits the task; may resolve data paths in
         place, so that the saved config finds them from any directory. Default: nothing."""
+
+    def split_validation(self, config: RunConfig, run_dir: Path) -> dict[str, Any] | None:
+        """Before the data is prepared (rank 0, a new run): split a validation set off the
+        training data into `run_dir` when none is given, and return the `data` settings that
+        read it (every rank sets them). Default: nothing (None)."""
+        return None
 
     @abstractmethod
     def prepare_data(self, data: DataConfig, tokenizer: TokenizerT | None) -> DataT:
@@ -167,6 +178,14 @@ class Task(ABC, Generic[TokenizerT, DataT]):
     @abstractmethod
     def loss(self, model: nn.Module, batch: Any, smoothing: float) -> tuple[Tensor, int]:
         """The `LossFn` over the data's batches: (summed loss, number of predictions)."""
+
+    def data_choices(self, data: DataT) -> tuple[Choice, ...]:
+        """The data settings its preparation chose at `auto` (`data.vocab_size`). Default: none."""
+        return ()
+
+    def corpus_profile(self, data: DataT) -> CorpusProfile | None:
+        """The training corpus as the `auto` rules read it (a `measures_corpus` task). Default: None."""
+        return None
 
     def validation_metrics(self, model: nn.Module, config: RunConfig, data: DataT) -> dict[str, float]:
         """`{name: value}` of `metrics` at every validation. Default: none."""

@@ -21,10 +21,13 @@ reads the fields named `data.src_lang` and `data.tgt_lang`, at the top of a row 
 
 from __future__ import annotations
 
+import itertools
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from aiayn.data.batching import BatchedDataset, ParallelDataset
 from aiayn.data.corpus import filter_pairs, read_parallel
@@ -37,6 +40,9 @@ from aiayn.data.synthetic import TASKS, make_task
 from aiayn.data.token_store import TokenStore, cache_dir_for
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.errors import ConfigError
+from aiayn.files import atomic_write_text
+from aiayn.training.auto_rules import AUTO, Choice, validation_split_size
+from aiayn.training.auto_settings import choose_vocab_size
 from aiayn.training.config import DataConfig
 
 log = logging.getLogger(__name__)
@@ -57,6 +63,7 @@ class PreparedData:
     valid_pairs: Pairs
     test_pairs: Pairs
     store: TokenStore | None = None
+    choices: tuple[Choice, ...] = ()  # the data settings chosen at `auto` (data.vocab_size)
 
 
 def store_settings(config: DataConfig) -> StoreSettings:
@@ -202,6 +209,9 @@ def prepare_data(
         train_pairs, train_origin = heldout.pop("train")
         sources = [ListPairs(train_origin, train_pairs)]
     heldout_pairs = [pair for pairs, _ in heldout.values() for pair in pairs]
+    choices = ()
+    if config.vocab_size == AUTO:  # before the tokenizer is trained: from the pairs alone
+        choices = (choose_vocab_size(config, sum(source.count() for source in sources)),)
     store, tokenizers = find_or_prepare(
         sources,
         store_settings(config),
@@ -226,4 +236,38 @@ def prepare_data(
         tokenizers.source.vocab_size,
         tokenizers.target.vocab_size,
     )
-    return PreparedData(tokenizers, train, valid, valid_pairs, test_pairs, store)
+    return PreparedData(tokenizers, train, valid, valid_pairs, test_pairs, store, choices)
+
+
+SPLIT_FILES = ("valid_split.src", "valid_split.tgt")
+"""The validation set split off the training files, in the run directory (`split_validation`)."""
+
+
+def split_validation(config: DataConfig, run_dir: Path) -> dict[str, Any] | None:
+    """For task 'files' with `data.valid_from_train` and no validation files: draw
+    `validation_split_size` of the training pairs (seeded by `data.seed`, so the same corpus
+    gives the same split), write them into `run_dir` (atomically), and return the settings that
+    read them as the validation set and remove them (and their repeats) from training
+    (`data.remove_test_overlap`). None otherwise, and for a corpus too small to split (then the
+    run has no validation set, as logged)."""
+    if config.task != "files" or not config.valid_from_train or config.valid_src or config.valid_tgt:
+        return None
+    sources = train_sources(config)
+    total = sum(source.count() for source in sources)
+    size = validation_split_size(total)
+    if size < 1:
+        log.warning("no validation set given, and %d training pairs are too few to split one off: "
+                    "training without validation (give data.valid_src/data.valid_tgt)", total)
+        return None
+    chosen = set(np.random.default_rng(config.seed).choice(total, size, replace=False).tolist())
+    pairs = itertools.chain.from_iterable(source.pairs() for source in sources)
+    split = [pair for number, pair in enumerate(pairs) if number in chosen]
+    paths = [Path(run_dir).resolve() / name for name in SPLIT_FILES]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    for path, side in zip(paths, (0, 1), strict=True):
+        atomic_write_text(path, "".join(pair[side] + "\n" for pair in split))
+    log.info(
+        "no validation set given: %d of the %d training pairs split off (seed %d) into %s and %s, "
+        "and removed from training (data.remove_test_overlap)", size, total, config.seed, *paths,
+    )
+    return {"valid_src": str(paths[0]), "valid_tgt": str(paths[1]), "remove_test_overlap": True}

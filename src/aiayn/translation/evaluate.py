@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from aiayn.evaluation.bleu import MetricScore, corpus_bleu, corpus_chrf
-from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, Translator
+from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, Translation, Translator
 
 
 @dataclass
@@ -21,7 +21,8 @@ class TranslationEvaluation:
     """BLEU and chrF of the best hypotheses, plus decoding speed.
 
     `generated_tokens` counts target tokens of the best hypotheses (without `<eos>`);
-    `seconds` is the wall time of tokenizing, decoding and detokenizing.
+    `seconds` is the wall time of tokenizing, decoding and detokenizing; `translations` are
+    the best hypotheses with their scores and token ids (what `aiayn evaluate --report` shows).
     """
 
     bleu: MetricScore
@@ -30,6 +31,7 @@ class TranslationEvaluation:
     sentences: int
     generated_tokens: int
     seconds: float
+    translations: list[Translation] = field(default_factory=list)
 
     @property
     def sentences_per_second(self) -> float:
@@ -98,5 +100,6 @@ def evaluate_translation(
         sentences=len(sources),
         generated_tokens=sum(len(translation.tokens) for translation in best),
         seconds=seconds,
+        translations=best,
     )
 

@@ -22,11 +22,13 @@ from aiayn.data.tokenizer import Names, TokenizerPair
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS
 from aiayn.inference.torch_translator import TorchTranslator
 from aiayn.model import ModelConfig, Transformer
+from aiayn.training.auto_rules import Choice, CorpusProfile
+from aiayn.training.auto_settings import profile_corpus
 from aiayn.training.config import DataConfig, RunConfig
 from aiayn.training.loss import translation_loss
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
-from aiayn.translation.data import PreparedData, prepare_data, train_sources
+from aiayn.translation.data import PreparedData, prepare_data, split_validation, train_sources
 from aiayn.translation.evaluate import evaluate_translation
 
 BLEU = Metric("bleu", higher_is_better=True)
@@ -88,11 +90,27 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
     model_type = Transformer.model_type
     metrics = (BLEU, EXACT_MATCH)
     uses_store = True
+    measures_corpus = True
 
     def check_config(self, config: RunConfig) -> None:
         """`data.train`'s corpora are well formed (their files are checked when read)."""
         if config.data.task == "files" and config.data.train is not None:
             train_sources(config.data)
+
+    def split_validation(self, config: RunConfig, run_dir: Path) -> dict[str, Any] | None:
+        """Task 'files' without validation files: a seeded share of the training pairs, saved in
+        `run_dir` and removed from training (`aiayn.translation.data.split_validation`)."""
+        return split_validation(config.data, run_dir)
+
+    def data_choices(self, data: PreparedData) -> tuple[Choice, ...]:
+        return data.choices
+
+    def corpus_profile(self, data: PreparedData) -> CorpusProfile | None:
+        """The training pairs' token lengths (from the store) and the validation pairs' count."""
+        if data.store is None:
+            return None
+        lengths = data.store.lengths
+        return profile_corpus(lengths["src"], lengths["tgt"], len(data.valid_pairs))
 
     def prepare_data(
         self,
@@ -137,9 +155,11 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
     def final_results(
         self, best: nn.Module, config: RunConfig, data: PreparedData, state: TrainState
     ) -> dict[str, Any]:
-        """The best model on the test split (beam search): scores and a few examples."""
-        pairs = data.test_pairs[: config.train.test_max_sentences]
-        if not pairs:  # no test split, or train.test_max_sentences: 0
+        """The best model on the test split (beam search): scores and a few examples. Without a
+        test split, on the validation pairs (which chose the best checkpoint), saying so."""
+        heldout, split = (data.test_pairs, "test") if data.test_pairs else (data.valid_pairs, "validation")
+        pairs = heldout[: config.train.test_max_sentences]
+        if not pairs:  # no held-out pairs, or train.test_max_sentences: 0
             return {}
         metrics = translation_metrics(
             best,
@@ -149,9 +169,9 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
             alpha=config.train.test_alpha,
         )
         hypotheses = metrics.pop("hypotheses")
-        shown = zip(data.test_pairs[:NUM_EXAMPLES], hypotheses[:NUM_EXAMPLES], strict=False)
+        shown = zip(heldout[:NUM_EXAMPLES], hypotheses[:NUM_EXAMPLES], strict=False)
         examples = [{"source": s, "reference": r, "output": h} for (s, r), h in shown]
-        return {"test": metrics, "examples": examples}
+        return {"test": metrics | {"split": split}, "examples": examples}
 
 
 TRANSLATION_TASK = TranslationTask()

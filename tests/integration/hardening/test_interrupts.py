@@ -129,7 +129,7 @@ def test_ctrl_c_outside_the_training_loop_exits_130_without_traceback(monkeypatc
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("aiayn.cli.translate.load", interrupted)
+    monkeypatch.setattr("aiayn.inference.load", interrupted)
     assert main(["translate", "--model", "unused", "--text", "x"]) == 130
     err = capsys.readouterr().err
     assert err.strip() == "aiayn translate: interrupted"

@@ -16,44 +16,25 @@ float32 on the decoder's shapes, the fused kernel 2-4x faster, and the BLEU cost
 scale is measured in benchmarks/RESULTS.md. Elsewhere (CUDA) the per-row composition
 (`quantize_rows`, `torch._int_mm`) runs.
 
-Inside a compiled step (`aiayn.model.compiling`) the fused kernel is called through the custom
-operator `aiayn::int8_linear`, opaque to the compiler, which takes a plain view of the float
-weight slice carrying the packed int8 weights as an attribute (`INT8_FORM`).
+Inside a compiled step the fused kernel is the operator `aiayn::int8_linear`
+(`aiayn.runtime.operators`), which takes a plain view of the float weight slice whose packed
+int8 weights its layer prepared.
 
-`quantize_int8(model)` swaps every `nn.Linear` (or `PackedLinear`) of a model for an
+`quantize_int8(model)` swaps every `nn.Linear` (or `PrepackedLinear`) of a model for an
 `Int8Linear` (the float parameters stay, so `state_dict` and parameter counts do not change;
-the int8 copies are extra). Only for a model that is no longer trained.
+the int8 copies are not saved). Only for a model that is no longer trained.
 """
 
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
 
 import torch
 from torch import Tensor, nn
 
-QUANTIZATIONS = ("int8",)
-"""The values of `--quantize` / `quantize=`."""
-
-
-def _cpu_has_vnni() -> bool:
-    """Whether the CPU has VNNI (x86 int8 dot products into 32-bit sums); False where unknown."""
-    try:
-        lines = Path("/proc/cpuinfo").read_text().splitlines()
-        flags = next(line for line in lines if line.startswith("flags"))
-    except (OSError, StopIteration):
-        return False
-    return bool({"avx512_vnni", "avx_vnni"} & set(flags.split()))
-
-
-REDUCE_RANGE = not _cpu_has_vnni()
-"""Quantize the input to 7 bits, not 8 (`quantized::linear_dynamic`'s reduce_range), where the
-CPU lacks VNNI: its 16-bit intermediate sums could saturate (benchmarks/RESULTS.md has the BLEU
-of both)."""
-
-INT8_FORM = "_aiayn_int8"
-"""The attribute of a weight slice view holding the fused kernel's packed int8 weights."""
+from aiayn.model.multi_head_attention import FusedProjection
+from aiayn.runtime.operators import int8_linear_cpu, prepare, register_operators
+from aiayn.runtime.prepacked import PrepackedLinear, replace_linears, take_over
 
 
 def quantize_rows(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -81,7 +62,7 @@ def _prepack(weight: Tensor, scale: Tensor, bias: Tensor | None) -> object:
         return torch.ops.quantized.linear_prepack(quantized, bias)
 
 
-class Int8Linear(nn.Module):
+class Int8Linear(FusedProjection):
     """y = x W^T + b with W in int8 (per output channel scales) and x quantized on the fly.
 
     Args:
@@ -89,25 +70,23 @@ class Int8Linear(nn.Module):
     """
 
     def __init__(self, linear: nn.Module) -> None:
-        super().__init__()
-        self.weight = linear.weight
-        self.bias = linear.bias
-        self.out_features, self.in_features = linear.weight.shape
-        self._quantized: dict[tuple[int, int], tuple] = {}
+        take_over(self, linear)
+        # (start, stop) -> the int8 form of W[start:stop] (`_quantize`); not parameters, so not saved.
+        self.parts: dict[tuple[int, int], tuple] = {}
+        register_operators()
 
     def forward(self, x: Tensor) -> Tensor:
         """(..., in) -> (..., out)."""
-        return self.rows(x, 0, self.out_features)
+        return self.project_features(x, 0, self.out_features)
 
-    def rows(self, x: Tensor, start: int, stop: int) -> Tensor:
+    def project_features(self, x: Tensor, start: int, stop: int) -> Tensor:
         """(..., in) -> (..., stop - start): the output features start..stop-1 alone."""
-        quantized = self._quantized.get((start, stop))
+        quantized = self.parts.get((start, stop))
         if quantized is None:
-            quantized = self._quantized[start, stop] = self._quantize(start, stop, x.device)
+            quantized = self.parts[start, stop] = self._quantize(start, stop, x.device)
         flat = x.reshape(-1, self.in_features).float().contiguous()  # (N, in)
-        if len(quantized) == 1:  # the fused CPU kernel, its packed weights attached to a slice view
-            # Compiled: the same kernel through the dispatcher, opaque to the compiler.
-            run = torch.ops.aiayn.int8_linear if torch.compiler.is_compiling() else _int8_linear_cpu
+        if len(quantized) == 1:  # the fused CPU kernel, through its prepared slice view
+            run = torch.ops.aiayn.int8_linear if torch.compiler.is_compiling() else int8_linear_cpu
             out = run(flat, quantized[0])  # (N, out)
         else:
             weight_t, weight_scale, bias = quantized  # (in, out), (1, out), (out,)
@@ -120,13 +99,13 @@ class Int8Linear(nn.Module):
         return out.to(x.dtype).view(*x.shape[:-1], stop - start)
 
     def _quantize(self, start: int, stop: int, device: torch.device) -> tuple:
-        """Rows start..stop-1 of W in int8: (a view of W[start:stop] carrying the packed
-        weights,) for the fused CPU kernel, else (W^T int8 (in, out), scales (1, out), bias)."""
+        """Output features start..stop-1 of W in int8: (a view of W[start:stop] whose packed
+        weights are prepared,) for the fused CPU kernel, else (W^T int8 (in, out), scales (1, out), bias)."""
         weight, scale = quantize_rows(self.weight.detach()[start:stop])  # (out, in), (out, 1)
         bias = None if self.bias is None else self.bias.detach()[start:stop].float().contiguous()
         if device.type == "cpu" and fused_kernel_available():
             carrier = self.weight.detach()[start:stop]
-            setattr(carrier, INT8_FORM, _prepack(weight, scale.view(-1), bias))
+            prepare(carrier, _prepack(weight, scale.view(-1), bias))
             return (carrier,)
         return weight.t().contiguous(), scale.view(1, -1), bias
 
@@ -134,31 +113,7 @@ class Int8Linear(nn.Module):
         return f"in_features={self.in_features}, out_features={self.out_features}, int8"
 
 
-def _int8_linear_cpu(x: Tensor, weight: Tensor) -> Tensor:
-    """(N, in) float32 -> (N, out) through the packed int8 weights attached to `weight` (out, in)."""
-    packed = getattr(weight, INT8_FORM, None)
-    if packed is None:
-        raise RuntimeError("aiayn::int8_linear needs a weight slice made by Int8Linear")
-    return torch.ops.quantized.linear_dynamic(x, packed, REDUCE_RANGE)
-
-
-# Registered with the dispatcher directly, as aiayn::packed_linear (`aiayn.model.packed_linear`).
-_LIBRARY = torch.library.Library("aiayn", "FRAGMENT")
-_LIBRARY.define("int8_linear(Tensor x, Tensor weight) -> Tensor")
-_LIBRARY.impl("int8_linear", _int8_linear_cpu, "CPU")
-
-
-@torch.library.register_fake("aiayn::int8_linear", lib=_LIBRARY)
-def _(x: Tensor, weight: Tensor) -> Tensor:
-    return x.new_empty(x.size(0), weight.size(0))
-
-
 def quantize_int8(model: nn.Module) -> nn.Module:
     """Replace every linear layer of `model` by an `Int8Linear`, in place; returns the model."""
-    from aiayn.model.packed_linear import PackedLinear
-
-    for module in list(model.modules()):
-        for name, child in list(module.named_children()):
-            if type(child) in (nn.Linear, PackedLinear):
-                setattr(module, name, Int8Linear(child))
+    replace_linears(model, Int8Linear, (nn.Linear, FusedProjection, PrepackedLinear))
     return model

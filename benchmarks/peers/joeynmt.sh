@@ -1,0 +1,192 @@
+#!/usr/bin/env bash
+# JoeyNMT 2.3 beside aiayn on Tatoeba en-es: MINUTES (30) of training each, one thread each, side
+# by side (JoeyNMT on core 1, aiayn `auto` at fp32 on core 0), test BLEU (sacreBLEU, cased, 13a)
+# and chrF of both on Tatoeba-Challenge test_v2020, scored by the same sacreBLEU.
+#
+#   benchmarks/peers/joeynmt.sh setup    # JoeyNMT's own virtual environment (pip only)
+#   benchmarks/peers/joeynmt.sh probe    # data, BPE, the timed probe only: the updates it would run
+#   benchmarks/peers/joeynmt.sh run      # data, BPE, a timed probe, both trainings, the scores
+# (TRAIN_LINES=N: the first N training pairs only, for a quick check of the setup.)
+#
+# setup: a venv at JOEY_VENV (default ../peers/joeynmt-venv, outside the repository); torch comes
+# first, from the local CPU wheel pinned in constraints.txt (so no install pulls PyPI's multi-GB
+# CUDA build), then joeynmt==2.3.0 under the same constraints.
+#
+# The recipe is JoeyNMT's IWSLT14 de-en Transformer (configs/iwslt14_deen_bpe.yaml at its v2.3
+# tag: 6+6 pre-LN layers, d_model 256, 4 heads, ff 1024, dropout 0.3, AdamW (0.9, 0.999) at 3e-4,
+# label smoothing 0.1, 4096-token batches, joint subword-nmt BPE, tied embeddings, beam 5 with
+# alpha 1.0), scaled to the budget, since JoeyNMT has no wall-clock stop and the recipe assumes
+# far more updates:
+# - the same vocabulary size as aiayn's `auto` (VOCAB, default 8000: what it picks for en-es):
+#   VOCAB merges learned on both sides (as its get_iwslt14_bpe.sh does), a joint vocabulary file of
+#   the VOCAB - 4 most frequent BPE tokens (so the embeddings can be tied), voc_limit the same;
+# - `updates` from a timed probe of its own speed here (PROBE_UPDATES updates, seconds per update
+#   from its log's timestamps after the first 20): 90% of the budget, the rest for validation;
+#   the learning rate warms up over 6% of them (its `warmupinversesquareroot` schedule at the
+#   recipe's 3e-4), where the recipe's plateau schedule would not move in so few validations;
+#   validation every tenth of the updates;
+# - cased (the recipe lowercases, and the test is cased BLEU), fp32, CPU (use_cuda false).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+MODE=${1:-run}
+MINUTES=${MINUTES:-30}
+VOCAB=${VOCAB:-8000}
+BATCH=${JOEY_BATCH:-4096}
+PROBE_UPDATES=${PROBE_UPDATES:-80}
+VENV=${JOEY_VENV:-../peers/joeynmt-venv}
+WORK=${JOEY_WORK:-benchmarks/runs/joeynmt_en_es}
+OUT=${OUT:-benchmarks/results}
+AIAYN=${AIAYN:-.venv/bin/aiayn}
+PY=${PY:-.venv/bin/python}
+DATA=${AIAYN_DATA_DIR:-../shared/data}/tatoeba/en-es
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
+
+setup() {
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -c constraints.txt torch==2.13.0
+  # joeynmt 2.3.0 imports importlib_metadata without declaring it
+  "$VENV/bin/pip" install -c constraints.txt joeynmt==2.3.0 importlib-metadata
+  "$VENV/bin/python" -c "import joeynmt, torch; print('joeynmt', joeynmt.__version__, 'torch', torch.__version__)"
+}
+
+joey_config() {  # NAME UPDATES WARMUP VALIDATION_FREQ LOGGING_FREQ: a JoeyNMT config on stdout
+  "$PY" - "$WORK" "$@" "$VOCAB" "$BATCH" <<'PYEOF'
+import sys
+import yaml
+work, name, updates, warmup, validation, logging, vocab, batch = sys.argv[1:]
+side = lambda lang: {
+    "lang": lang, "max_length": 62, "lowercase": False, "normalize": False, "level": "bpe",
+    "voc_limit": int(vocab) - 4, "voc_min_freq": 1, "voc_file": f"{work}/vocab.txt",
+    "tokenizer_type": "subword-nmt",
+    "tokenizer_cfg": {"num_merges": int(vocab), "codes": f"{work}/bpe.codes", "pretokenizer": "none"},
+}
+layers = lambda: {
+    "type": "transformer", "num_layers": 6, "num_heads": 4,
+    "embeddings": {"embedding_dim": 256, "scale": True, "dropout": 0.0},
+    "hidden_size": 256, "ff_size": 1024, "dropout": 0.3, "layer_norm": "pre", "activation": "relu",
+}
+config = {
+    "name": name, "joeynmt_version": "2.3.0", "model_dir": f"{work}/{name}", "use_cuda": False,
+    "fp16": False, "random_seed": 42,
+    "data": {
+        "train": f"{work}/data/train", "dev": f"{work}/data/dev", "test": f"{work}/data/test",
+        "dataset_type": "plain", "src": side("en"), "trg": side("es"),
+        "special_symbols": {"unk_token": "<unk>", "unk_id": 0, "pad_token": "<pad>", "pad_id": 1,
+                            "bos_token": "<s>", "bos_id": 2, "eos_token": "</s>", "eos_id": 3},
+    },
+    "testing": {"n_best": 1, "beam_size": 5, "beam_alpha": 1.0, "batch_size": 1024, "batch_type": "token",
+                "max_output_length": 100, "eval_metrics": ["bleu"],
+                "sacrebleu_cfg": {"tokenize": "13a", "lowercase": False}},
+    "training": {
+        "optimizer": "adamw", "normalization": "tokens", "adam_betas": [0.9, 0.999],
+        "scheduling": "warmupinversesquareroot", "learning_rate_warmup": int(warmup),
+        "learning_rate": 0.0003, "learning_rate_peak": 0.0003, "learning_rate_min": 1e-8,
+        "weight_decay": 0.0, "label_smoothing": 0.1, "loss": "crossentropy",
+        "batch_size": int(batch), "batch_type": "token", "early_stopping_metric": "bleu",
+        "epochs": 1000, "updates": int(updates), "validation_freq": int(validation),
+        "logging_freq": int(logging), "overwrite": True, "shuffle": True, "keep_best_ckpts": 1,
+        "print_valid_sents": [0, 1],
+    },
+    "model": {
+        "initializer": "xavier_uniform", "embed_initializer": "xavier_uniform", "embed_init_gain": 1.0,
+        "init_gain": 1.0, "bias_initializer": "zeros", "tied_embeddings": True, "tied_softmax": True,
+        "encoder": layers(), "decoder": layers(),
+    },
+}
+print(yaml.safe_dump(config, sort_keys=False))
+PYEOF
+}
+
+joey() {  # CORE ARGS...: JoeyNMT on one core, one thread
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 taskset -c "$1" "$VENV/bin/python" -m joeynmt "${@:2}"
+}
+
+prepare_and_probe() {  # sets UPDATES WARMUP VALIDATION PER_UPDATE
+  mkdir -p "$WORK/data" "$OUT"
+  for LANG_ in en es; do
+    gunzip -c "$DATA/train.$LANG_.gz" | sed -n "1,${TRAIN_LINES:-\$}p" > "$WORK/data/train.$LANG_"
+    gunzip -c "$DATA/valid.$LANG_.gz" > "$WORK/data/dev.$LANG_"
+    gunzip -c "$DATA/test_v2020.$LANG_.gz" > "$WORK/data/test.$LANG_"
+  done
+  cat "$WORK/data/train.en" "$WORK/data/train.es" \
+    | "$VENV/bin/python" -m subword_nmt.learn_bpe -s "$VOCAB" -o "$WORK/bpe.codes"
+  "$VENV/bin/python" - "$WORK" "$VOCAB" <<'PYEOF'
+import collections, sys
+from subword_nmt.apply_bpe import BPE
+work, vocab = sys.argv[1], int(sys.argv[2])
+with open(f"{work}/bpe.codes", encoding="utf-8") as codes:
+    bpe = BPE(codes, separator="@@")
+counts = collections.Counter()
+for lang in ("en", "es"):
+    with open(f"{work}/data/train.{lang}", encoding="utf-8") as lines:
+        for line in lines:
+            counts.update(bpe.process_line(line.strip()).split())
+tokens = [token for token, _ in counts.most_common(vocab - 4)]
+open(f"{work}/vocab.txt", "w", encoding="utf-8").write("".join(t + "\n" for t in tokens))
+print(f"joint vocabulary: {len(tokens)} BPE tokens + 4 special")
+PYEOF
+
+  # The probe: seconds per update of this recipe on one thread, from the log's timestamps.
+  joey_config probe "$PROBE_UPDATES" 10 100000 10 > "$WORK/probe.yaml"
+  joey 1 train "$WORK/probe.yaml" --skip-test > "$WORK/probe.out" 2>&1
+  read -r UPDATES WARMUP VALIDATION PER_UPDATE < <("$PY" - "$WORK/probe/train.log" "$MINUTES" <<'PYEOF'
+import re, sys
+from datetime import datetime
+steps = [(datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f"), int(m[2])) for m in re.finditer(
+    r"^(\S+ \S+) - INFO - joeynmt.training - Epoch +\d+, Step: +(\d+),", open(sys.argv[1]).read(), re.M)]
+steps = [(t, s) for t, s in steps if s >= 20]
+per_update = (steps[-1][0] - steps[0][0]).total_seconds() / (steps[-1][1] - steps[0][1])
+updates = int(0.9 * 60 * float(sys.argv[2]) / per_update)
+print(updates, max(1, round(0.06 * updates)), max(1, updates // 10), f"{per_update:.3f}")
+PYEOF
+)
+  echo "probe: $PER_UPDATE s per update -> updates $UPDATES, warmup $WARMUP, validation every $VALIDATION"
+  joey_config joeynmt "$UPDATES" "$WARMUP" "$VALIDATION" 100 > "$WORK/joeynmt.yaml"
+}
+
+run() {
+  prepare_and_probe
+
+  local start joey_pid aiayn_pid
+  start=$(date +%s)
+  (joey 1 train "$WORK/joeynmt.yaml" --skip-test > "$WORK/joeynmt.out" 2>&1; echo $(( $(date +%s) - start )) \
+    > "$WORK/joeynmt.seconds") & joey_pid=$!
+  local aiayn_command="$AIAYN train configs/tatoeba_en_es.yaml --out $WORK/aiayn --set train.max_minutes=$MINUTES \
+--set train.threads=1 --set train.precision=fp32 --set train.progress_bar=false"
+  # shellcheck disable=SC2086
+  taskset -c 0 $aiayn_command --overwrite > "$WORK/aiayn.out" 2>&1 & aiayn_pid=$!
+  wait "$joey_pid"; wait "$aiayn_pid"
+  joey 1 test "$WORK/joeynmt.yaml" -o "$WORK/joeynmt/hyp" > "$WORK/joeynmt_test.out" 2>&1
+  "$PY" benchmarks/tatoeba_summary.py record "$WORK/aiayn" "$OUT/tatoeba_en_es_aiayn_fp32.json" \
+    --command "taskset -c 0 $aiayn_command" --label name=aiayn_fp32 > /dev/null
+  "$PY" - "$WORK" "$OUT" "$UPDATES" "$WARMUP" "$PER_UPDATE" <<'PYEOF'
+import json, sys
+from pathlib import Path
+import sacrebleu
+from aiayn.training.run import cpu_model
+work, out, updates, warmup, per_update = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
+hyps = (work / "joeynmt" / "hyp.test").read_text(encoding="utf-8").splitlines()
+refs = (work / "data" / "test.es").read_text(encoding="utf-8").splitlines()
+bleu = sacrebleu.corpus_bleu(hyps, [refs])
+chrf = sacrebleu.corpus_chrf(hyps, [refs])
+aiayn = json.loads((out / "tatoeba_en_es_aiayn_fp32.json").read_text())
+figures = {
+    "joeynmt": {"bleu": bleu.score, "chrf": chrf.score, "signature": str(bleu.get_signature()),
+                "updates": int(updates), "warmup": int(warmup), "probe_seconds_per_update": float(per_update),
+                "wall_seconds": int((work / "joeynmt.seconds").read_text()), "config": str(work / "joeynmt.yaml")},
+    "aiayn": {key: aiayn[key] for key in ("bleu", "chrf", "signature", "settings", "auto_settings", "steps",
+                                          "train_minutes", "precision", "command")},
+    "bleu_ratio_aiayn_to_joeynmt": aiayn["bleu"] / max(bleu.score, 1e-9),
+    "cpu_model": cpu_model(), "test": "Tatoeba-Challenge test_v2020 en-es (10,000 sentences)",
+}
+(out / "tatoeba_en_es_joeynmt.json").write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+print(json.dumps(figures, indent=2, ensure_ascii=False))
+PYEOF
+}
+
+case $MODE in
+  setup) setup ;;
+  probe) prepare_and_probe ;;
+  run) run ;;
+  *) echo "usage: benchmarks/peers/joeynmt.sh setup|probe|run" >&2; exit 2 ;;
+esac

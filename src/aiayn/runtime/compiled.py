@@ -1,0 +1,117 @@
+"""A compiled decoding step: `torch.compile` of `Transformer.decode_step`, for inference.
+
+A step of incremental decoding multiplies a few dozen rows by each weight matrix; between
+those products it runs some thirty small operators per layer (head split, cache write,
+attention over the few cached keys, residual, layer norm), each a separate PyTorch call.
+On a CPU the calls cost about as much as the arithmetic. Compiled, the operators between the
+products become a few fused loops called from generated code:
+
+- the linear layers stay the prepacked oneDNN (or int8) kernels, as custom operators the
+  compiler does not look into (`aiayn.runtime.operators`);
+- attention within a step is written element-wise (`elementwise_attention`), which the compiler
+  fuses into one loop over the few keys of a step instead of calling the fused kernel once
+  per head; it is the `attention` of the decoder's multi-head attention layers;
+- shapes are dynamic (rows leave as sentences finish, the cache grows), so a handful of
+  graphs serve every batch;
+- the key/value cache is reordered between steps, outside the compiled code, and a step that
+  allocates (the first, which also projects the encoder output's keys and values, and one
+  that outgrows the cache's buffers) runs eagerly. The cache's buffers keep one position
+  spare (`Transformer.cache_spare_positions`: a view covering a whole buffer would be another
+  layout, compiled again).
+
+The outputs are those of the eager step up to float rounding (sums in another order).
+Compiling takes tens of seconds before the first batch (and needs a C++ compiler), so it is
+opt-in: `aiayn.load(..., compile=True)`, `aiayn translate --compile`. The model's own step
+(`Transformer.incremental_step`) is what is compiled; the compiled one is its `step_runner`.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from aiayn.eval_mode import eval_mode
+from aiayn.model.attention import scaled_dot_product_attention
+from aiayn.model.kv_cache import DecoderCache
+from aiayn.model.multi_head_attention import MultiHeadAttention
+from aiayn.model.transformer import Transformer
+from aiayn.runtime.operators import register_operators
+
+
+def compiler_available() -> bool:
+    """True where torch.compile can build its CPU code (a C++ compiler on the PATH)."""
+    return any(shutil.which(name) for name in ("g++", "c++", "clang++"))
+
+
+def compile_decoding(model: Transformer) -> Transformer:
+    """Make `model.decode_step` run its compiled version, in place; returns the model.
+
+    For a model that is no longer trained, after `prepack_linears` or `quantize_int8`
+    (their weight slices are made here, once, by one eager step).
+    """
+    if next(model.parameters()).device.type == "cpu" and not compiler_available():
+        raise RuntimeError("compiling the decoding step on CPU needs a C++ compiler (g++ or clang++)")
+    register_operators()
+    model.cache_spare_positions = 1
+    for module in model.decoder.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.attention = step_attention
+    with eval_mode(model):
+        src = torch.full((1, 1), model.config.eos_id, device=next(model.parameters()).device)
+        last = torch.full((1, 1), model.config.bos_id, device=src.device)
+        model.decode_step(last, model.encode(src), None, model.new_cache())  # makes every weight slice
+    eager_step = model.incremental_step
+    # Guards on the model's modules would be checked on every call; the model does not change
+    # after this point (weights, structure), so only the inputs are guarded. The generated code's
+    # checks of each kernel's output shapes (debugging aids) are left out for the same reason.
+    options = {
+        "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe,
+        "size_asserts": False,
+        "alignment_asserts": False,
+        "scalar_asserts": False,
+    }
+    compiled_step = torch.compile(eager_step, dynamic=True, options=options)
+
+    def decode_step(
+        last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache
+    ) -> Tensor:
+        step = compiled_step if cache.has_room(last.size(1)) else eager_step
+        return step(last, memory, src_padding_mask, cache)
+
+    model.step_runner = decode_step
+    return model
+
+
+def step_attention(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None, **options: Any
+) -> tuple[Tensor, Tensor | None]:
+    """`scaled_dot_product_attention` (same arguments; `options`: its keyword ones), written
+    element-wise while compiled."""
+    if torch.compiler.is_compiling() and not options.get("need_weights") and not options.get("dropout"):
+        return elementwise_attention(query, key, value, mask, options.get("is_causal", False)), None
+    return scaled_dot_product_attention(query, key, value, mask, **options)
+
+
+def elementwise_attention(
+    query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, is_causal: bool
+) -> Tensor:
+    """Eq. 1 as products and sums over d_k and S, for a compiled step (see the module doc).
+
+    query (B, H, T, d_k), key (B, H, S, d_k), value (B, H, S, d_v), mask broadcastable to
+    (B, H, T, S) (True = may attend); returns (B, H, T, d_v).
+    """
+    scale = 1.0 / math.sqrt(query.size(-1))
+    scores = (query[:, :, :, None, :] * key[:, :, None, :, :]).sum(-1) * scale  # (B, H, T, S)
+    if mask is None and is_causal:
+        T, S = scores.shape[-2:]
+        mask = torch.ones(T, S, dtype=torch.bool, device=scores.device).tril(diagonal=S - T)
+    if mask is not None:
+        scores = scores.masked_fill(~mask, float("-inf"))
+    probabilities = scores.softmax(dim=-1)
+    if mask is not None:  # all keys blocked: zero weights, as the other paths
+        probabilities = probabilities.masked_fill(~mask, 0.0)
+    return (probabilities[..., None] * value[:, :, None, :, :]).sum(-2)  # (B, H, T, d_v)

@@ -1,0 +1,36 @@
+"""`aiayn train --set train.implementation=paper` learns the dates task on `aiayn.paper` alone
+(the engine's attention raises if called), and writes a model directory the engine opens."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import aiayn
+from aiayn.model.multi_head_attention import MultiHeadAttention
+from aiayn.model_dir import CONFIG_FILE, load_model
+from shared_dates import splits, train_dates_run
+
+
+def test_the_paper_trains_dates_without_the_engine(tmp_path, monkeypatch) -> None:
+    def refuse(*args, **kwargs):
+        raise AssertionError("the engine's MultiHeadAttention ran")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(MultiHeadAttention, "forward", refuse)
+        run = train_dates_run(tmp_path, "train.implementation=paper")
+        engine = load_model(run)
+        ids = torch.tensor([[engine.config.eos_id]])
+        with pytest.raises(AssertionError, match="engine's MultiHeadAttention ran"):  # the patch held
+            engine(ids, torch.tensor([[engine.config.bos_id]]))
+
+    results = json.loads((run / "results.json").read_text())
+    assert results["test"]["implementation"] == "paper" and results["test"]["sentences"] == 400
+    assert results["test"]["exact_match"] >= 99.0
+    assert "implementation" not in (run / CONFIG_FILE).read_text()  # no model directory gains a key
+
+    held_out = splits()["test"][:100]
+    outputs = aiayn.load(run, device="cpu", task="translation").translate([s for s, _ in held_out], beam=1)
+    assert sum(o == t for o, (_, t) in zip(outputs, held_out, strict=True)) >= 99

@@ -1,0 +1,127 @@
+"""`aiayn.runtime` fills the model's seams and nothing else: the same `state_dict`, outputs equal
+to the model's own up to rounding (int8: up to its quantization), no operator registered before
+a runtime layer is made, the compiled step set up through `step_runner`, the decoder's
+`attention` and the cache's spare positions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from aiayn.inference import load
+from aiayn.model import MultiHeadAttention, scaled_dot_product_attention
+from aiayn.model_dir import load_model
+from aiayn.runtime import accelerate
+from aiayn.runtime.compiled import compile_decoding, compiler_available, elementwise_attention, step_attention
+from aiayn.runtime.cpu import cpu_info, parse_cpuinfo
+from aiayn.runtime.int8 import Int8Linear
+from aiayn.runtime.prepacked import PrepackedLinear, prepacking_available
+from decoding.helpers import tiny_transformer
+
+needs_prepacking = pytest.mark.skipif(not prepacking_available(), reason="needs PyTorch's oneDNN linear ops")
+
+OPERATORS_AFTER = """
+import torch, aiayn, aiayn.runtime, aiayn.runtime.compiled, aiayn.runtime.int8, aiayn.runtime.prepacked
+before = [hasattr(torch.ops.aiayn, name) for name in ("prepacked_linear", "int8_linear")]
+aiayn.runtime.int8.Int8Linear(torch.nn.Linear(4, 3))
+after = [hasattr(torch.ops.aiayn, name) for name in ("prepacked_linear", "int8_linear")]
+print(before, after)
+"""
+
+
+def test_no_operator_is_registered_until_a_runtime_layer_is_made():
+    result = subprocess.run([sys.executable, "-c", OPERATORS_AFTER], capture_output=True, text=True)
+    assert result.stdout.split() == ["[False,", "False]", "[True,", "True]"], result.stdout + result.stderr
+
+
+def sources() -> torch.Tensor:
+    return torch.tensor([[5, 6, 7, 8, 2], [9, 10, 2, 0, 0]])
+
+
+def targets() -> torch.Tensor:
+    return torch.tensor([[1, 11, 12, 13], [1, 14, 15, 0]])
+
+
+@needs_prepacking
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_accelerate_keeps_the_state_dict_and_the_outputs(quantize):
+    model = tiny_transformer(0, vocab_size=20, noise=0.0)  # unperturbed: int8's error stays small
+    before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    with torch.no_grad():
+        expected = model(sources(), targets())
+        accelerate(model, quantize=quantize)
+        layer = Int8Linear if quantize else PrepackedLinear
+        in_projections = [m.in_proj for m in model.modules() if isinstance(m, MultiHeadAttention)]
+        assert in_projections and all(type(p) is layer for p in in_projections)
+        assert type(model.output_projection) is layer
+        got = model(sources(), targets())  # makes every prepared weight part
+    after = model.state_dict()
+    assert list(after) == list(before)  # no prepared weight is saved
+    assert all(torch.equal(after[name], before[name]) for name in before)
+    tolerance = 0.03 * expected.abs().max().item() if quantize else 1e-4
+    torch.testing.assert_close(got, expected, atol=tolerance, rtol=0)
+
+
+@needs_prepacking
+def test_a_part_of_the_fused_projection_is_the_same_part_of_the_whole():
+    model = tiny_transformer(0, vocab_size=20)
+    x = torch.randn(3, 5, 32)
+    fused = next(m.in_proj for m in model.modules() if isinstance(m, MultiHeadAttention))
+    with torch.no_grad():
+        whole = fused(x)
+        own_part = fused.project_features(x, 32, 96)
+        prepacked_part = PrepackedLinear(fused).project_features(x, 32, 96)
+    torch.testing.assert_close(own_part, whole[..., 32:96])
+    torch.testing.assert_close(prepacked_part, whole[..., 32:96], atol=1e-5, rtol=1e-5)
+
+
+def test_accelerate_refuses_what_it_does_not_do():
+    with pytest.raises(ValueError, match="quantize must be one of"):
+        accelerate(tiny_transformer(0), quantize="int4")
+
+
+@needs_prepacking
+def test_the_loader_accelerates_and_keeps_the_saved_names(model_dir):
+    plain = load_model(model_dir, "cpu")
+    loaded = load(model_dir, "cpu").model
+    assert type(loaded.output_projection) is PrepackedLinear
+    assert list(loaded.state_dict()) == list(plain.state_dict())
+
+
+@needs_prepacking
+@pytest.mark.skipif(not compiler_available(), reason="torch.compile needs a C++ compiler")
+def test_compiling_fills_the_seams_and_replaces_no_method():
+    """Set up only (the step compiles on its first call, which tests/decoding times)."""
+    model = accelerate(tiny_transformer(0), compile=False)
+    compile_decoding(model)
+    assert model.step_runner is not None and "decode_step" not in vars(model)
+    assert model.new_cache().self_attention[0].spare_positions == 1
+    decoder_layers = [m for m in model.decoder.modules() if isinstance(m, MultiHeadAttention)]
+    encoder_layers = [m for m in model.encoder.modules() if isinstance(m, MultiHeadAttention)]
+    assert decoder_layers and all(m.attention is step_attention for m in decoder_layers)
+    assert encoder_layers and all(m.attention is scaled_dot_product_attention for m in encoder_layers)
+    assert tiny_transformer(0).new_cache().self_attention[0].spare_positions == 0
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_elementwise_attention_is_eq_1(causal):
+    torch.manual_seed(0)
+    queries = 6 if causal else 4  # the causal mask of the explicit path is square
+    q, k, v = torch.randn(2, 3, queries, 8), torch.randn(2, 3, 6, 8), torch.randn(2, 3, 6, 8)
+    mask = None if causal else torch.rand(2, 1, 4, 6) > 0.3
+    expected, _ = scaled_dot_product_attention(q, k, v, mask=mask, need_weights=True, is_causal=causal)
+    torch.testing.assert_close(elementwise_attention(q, k, v, mask, causal), expected, atol=1e-5, rtol=1e-5)
+
+
+def test_the_cpu_is_read_once_and_parsed_from_its_first_entry():
+    assert cpu_info() is cpu_info()
+    info = parse_cpuinfo(
+        "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9B14\n"
+        "flags\t\t: fpu avx2 avx512_vnni\n\nprocessor\t: 1\nflags\t\t: other\n"
+    )
+    assert (info.model, info.vendor) == ("AMD EPYC 9B14", "AuthenticAMD")
+    assert info.flags == {"fpu", "avx2", "avx512_vnni"}
+    assert parse_cpuinfo("Features\t: fp asimd bf16\n").flags == {"fp", "asimd", "bf16"}
