@@ -78,6 +78,30 @@ def test_a_part_of_the_fused_projection_is_the_same_part_of_the_whole():
     torch.testing.assert_close(prepacked_part, whole[..., 32:96], atol=1e-5, rtol=1e-5)
 
 
+def stepped_logits(model, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    """(B, T, V): `tgt_in` decoded one position at a time through the key/value cache."""
+    memory, cache = model.encode(src), model.new_cache()
+    steps = [model.decode(tgt_in[:, t : t + 1], memory, src != 0, cache=cache) for t in range(tgt_in.size(1))]
+    return torch.cat(steps, dim=1)
+
+
+@needs_prepacking
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_heads_narrower_than_d_model_over_h_run_accelerated(quantize):
+    """`model.head_dim` (Table 3 row B): 3 heads of 8 in d_model 32; the runtime's slices of the
+    fused projection are h d_k wide, the full pass and the cached steps equal the plain model's."""
+    plain = tiny_transformer(0, vocab_size=20, noise=0.0, num_heads=3, head_dim=8)
+    model = tiny_transformer(0, vocab_size=20, noise=0.0, num_heads=3, head_dim=8)
+    with torch.no_grad():
+        expected, expected_steps = plain(sources(), targets()), stepped_logits(plain, sources(), targets())
+        accelerate(model, quantize=quantize)
+        assert model.decoder.layers[0].cross_attention.in_proj.weight.shape == (72, 32)
+        got, got_steps = model(sources(), targets()), stepped_logits(model, sources(), targets())
+    tolerance = 0.03 * expected.abs().max().item() if quantize else 1e-4
+    torch.testing.assert_close(got, expected, atol=tolerance, rtol=0)
+    torch.testing.assert_close(got_steps, expected_steps, atol=tolerance, rtol=0)
+
+
 def test_accelerate_refuses_what_it_does_not_do():
     with pytest.raises(ValueError, match="quantize must be one of"):
         accelerate(tiny_transformer(0), quantize="int4")
