@@ -5,6 +5,7 @@ the same number of training tokens, beside the paper's own figures.
     python benchmarks/table3.py --jobs 2              # two rows side by side, one thread each
     python benchmarks/table3.py --rows base A1 A32    # some rows only
     python benchmarks/table3.py --summary             # the table, the verdicts and the plot only
+    python benchmarks/table3.py --print-commands      # each row's `aiayn train` command (docs/table3.md)
 
 Base: the `small` preset on Multi30k de-en (d_model 256, 8 heads, d_k 32, 3+3 layers, d_ff 1024,
 P_drop 0.2, label smoothing 0.1, sinusoidal positions), seeds 1-3. Like the paper (Table 3, "all
@@ -157,6 +158,23 @@ def train_command(row: Row, budget: Budget, config: str, out: Path, extra: dict[
     for key, value in settings.items():
         command += ["--set", f"{key}={format_value(value)}"]
     return command
+
+
+def repo_relative(path: str | Path) -> str:
+    """`path` relative to the repository when inside it (commands that run from its root)."""
+    absolute = Path(os.path.abspath(path))  # not resolved: configs/ may be a link into src/
+    return str(absolute.relative_to(REPO)) if absolute.is_relative_to(REPO) else str(path)
+
+
+def command_listing(rows: list[Row], budget: Budget, config: str, runs: Path, extra: dict[str, Any]) -> str:
+    """Every row's `aiayn train` command, one per line after a `# name: description` comment, with
+    paths relative to the repository (what docs/table3.md shows, and its test compares)."""
+    lines = [f"# {budget.title()}"]
+    for row in rows:
+        out = Path(repo_relative(runs)) / row.name
+        command = train_command(row, budget, repo_relative(config), out, extra)
+        lines += [f"# {row.name}: {row.description}", shlex.join(command)]
+    return "\n".join(lines)
 
 
 def last_validation(run: Path) -> dict[str, Any]:
@@ -392,6 +410,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="a setting every row adds (e.g. model.preset=tiny for a quick check)")
     parser.add_argument("--retry-failed", action="store_true", help="rerun the rows recorded as failed")
     parser.add_argument("--summary", action="store_true", help="print the table and draw the plot only")
+    parser.add_argument("--print-commands", action="store_true",
+                        help="print each row's `aiayn train` command (with --set and the budget) and exit")
     args = parser.parse_args(argv)
     if args.jobs < 1 or args.positions < 1 or args.batch_tokens < 1:
         parser.error("--jobs, --positions and --batch-tokens must be >= 1")
@@ -402,6 +422,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--set {item}: expected KEY=VALUE")
         extra[key] = value
     rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
+    if args.print_commands:
+        print(command_listing(rows, Budget(args.positions, args.batch_tokens), args.config, args.runs, extra))
+        return 0
     if not args.summary:
         from aiayn.data.paths import data_root
 

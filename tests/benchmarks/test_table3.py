@@ -113,3 +113,45 @@ def test_verdict_rule() -> None:
     assert {name: v["holds"] for name, v in judged.items() if name != "base"} == {
         "A1": "yes", "A16": "yes", "C_dff2048": "no", "E_learned": "no", "D_ls0": "within noise",
     }
+
+
+def set_overrides(command: list[str]) -> list[str]:
+    """The KEY=VALUE of every `--set` of an `aiayn train` command."""
+    return [command[i + 1] for i, word in enumerate(command) if word == "--set"]
+
+
+@pytest.mark.parametrize("row", table3.ROWS, ids=[row.name for row in table3.ROWS])
+def test_every_row_is_a_valid_multi30k_config(row: table3.Row) -> None:
+    """What each printed command asks `aiayn train` for passes its config validation (B16's
+    `model.head_dim` included), and says what the row varies."""
+    from aiayn.training.config import load_config
+
+    budget = table3.Budget(table3.BUDGET_POSITIONS, table3.BATCH_TOKENS)
+    config_path = REPO / "configs" / "multi30k_de_en.yaml"
+    command = table3.train_command(row, budget, str(config_path), Path("out"), {})
+    config = load_config(config_path, set_overrides(command))
+    assert config.train.max_steps == budget.max_steps and config.train.batch_tokens == table3.BATCH_TOKENS
+    assert config.train.schedule_follows_budget is False and config.train.max_minutes is None
+    assert config.model.preset == "small"
+    for key, value in row.settings.items():
+        section, name = key.split(".")
+        got = config.model.overrides[name] if section == "model" else getattr(config.train, name)
+        assert got == value, key
+
+
+def docs_listing() -> str:
+    """The command block of docs/table3.md (between its two `table3 commands` markers)."""
+    page = (REPO / "docs" / "table3.md").read_text()
+    block = page.split("<!-- table3 commands: begin -->")[1].split("<!-- table3 commands: end -->")[0]
+    return block.strip().removeprefix("```sh").removesuffix("```").strip()
+
+
+def test_the_docs_page_shows_the_scripts_commands(capsys) -> None:
+    assert table3.main(["--print-commands"]) == 0
+    printed = capsys.readouterr().out.strip()
+    start = "\naiayn train configs/multi30k_de_en.yaml --out benchmarks/runs/table3/"
+    assert printed.count(start) == len(table3.ROWS)
+    assert "--set model.head_dim=16" in printed and "--set train.seed=3" in printed
+    assert docs_listing() == printed, "docs/table3.md: paste `python benchmarks/table3.py --print-commands`"
+    assert table3.main(["--print-commands", "--rows", "A1"]) == 0
+    assert "--set model.num_heads=1" in capsys.readouterr().out
