@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -14,7 +16,7 @@ import torch
 from aiayn.inference import load
 from aiayn.model import MultiHeadAttention, scaled_dot_product_attention
 from aiayn.model_dir import load_model
-from aiayn.runtime import accelerate
+from aiayn.runtime import accelerate, operators
 from aiayn.runtime.compiled import compile_decoding, compiler_available, elementwise_attention, step_attention
 from aiayn.runtime.cpu import cpu_info, parse_cpuinfo
 from aiayn.runtime.int8 import Int8Linear
@@ -35,6 +37,32 @@ print(before, after)
 def test_no_operator_is_registered_until_a_runtime_layer_is_made():
     result = subprocess.run([sys.executable, "-c", OPERATORS_AFTER], capture_output=True, text=True)
     assert result.stdout.split() == ["[False,", "False]", "[True,", "True]"], result.stdout + result.stderr
+
+
+def test_threads_registering_at_once_define_the_operators_once(monkeypatch):
+    """Two models loaded side by side (benchmarks/table3.py scores rows in threads) both make
+    runtime layers; the definition must run in one thread at a time, or the second one fails."""
+    inside, most = [0], [0]
+
+    def slow_definition():
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.05)  # long enough for every waiting thread to arrive
+        inside[0] -= 1
+
+    monkeypatch.setattr(operators, "_define_operators", slow_definition)
+    barrier = threading.Barrier(4)
+
+    def register():
+        barrier.wait()
+        operators.register_operators()
+
+    threads = [threading.Thread(target=register) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 1
 
 
 def sources() -> torch.Tensor:
