@@ -40,7 +40,7 @@ class ModelConfig:
         512, range=POSITIVE_INT, help="width of every sub-layer output and embedding (paper: 512)"
     )
     num_heads: int = setting(
-        8, range=POSITIVE_INT, help="attention heads h (paper: 8); d_k = d_v = d_model / h (Sec. 3.2.2)"
+        8, range=POSITIVE_INT, help="attention heads h (paper: 8); d_k = d_v = d_model / h unless head_dim"
     )
     head_dim: int | None = setting(
         None,
