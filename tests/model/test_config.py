@@ -24,7 +24,7 @@ def test_preset_sizes(name: str) -> None:
     sizes = (config.d_model, config.num_heads, config.num_encoder_layers,
              config.num_decoder_layers, config.d_ff, config.dropout)
     assert sizes == PRESET_SIZES[name]
-    assert config.head_dim * config.num_heads == config.d_model
+    assert config.d_k * config.num_heads == config.d_model and config.head_dim is None
     assert ModelConfig.preset(name) == config
     assert getattr(ModelConfig, name)(dropout=0.25).dropout == 0.25
     assert not config.share_embeddings and not config.norm_first
@@ -33,7 +33,7 @@ def test_preset_sizes(name: str) -> None:
 
 def test_base_head_dim_is_64() -> None:
     """d_k = d_v = d_model / h = 64 (Sec. 3.2.2)."""
-    assert ModelConfig.base().head_dim == 64 and ModelConfig.big().head_dim == 64
+    assert ModelConfig.base().d_k == 64 and ModelConfig.big().d_k == 64
 
 
 @pytest.mark.parametrize("name", PRESET_SIZES)

@@ -26,6 +26,7 @@ RANDOM_CONFIGS = {
     "learned-untied": dict(src_vocab_size=37, tgt_vocab_size=41, tie_output=False, positional="learned"),
     "tied-not-shared-ids-moved": dict(src_vocab_size=45, tgt_vocab_size=43, pad_id=42, bos_id=7, eos_id=11,
                                       unk_id=None, num_heads=4, num_encoder_layers=3, num_decoder_layers=1),
+    "head-dim-not-d-model-over-h": dict(vocab_size=40, num_heads=3, head_dim=8),
 }  # fmt: skip
 
 

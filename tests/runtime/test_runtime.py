@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+import time
 
 import pytest
 import torch
@@ -14,7 +16,7 @@ import torch
 from aiayn.inference import load
 from aiayn.model import MultiHeadAttention, scaled_dot_product_attention
 from aiayn.model_dir import load_model
-from aiayn.runtime import accelerate
+from aiayn.runtime import accelerate, operators
 from aiayn.runtime.compiled import compile_decoding, compiler_available, elementwise_attention, step_attention
 from aiayn.runtime.cpu import cpu_info, parse_cpuinfo
 from aiayn.runtime.int8 import Int8Linear
@@ -35,6 +37,32 @@ print(before, after)
 def test_no_operator_is_registered_until_a_runtime_layer_is_made():
     result = subprocess.run([sys.executable, "-c", OPERATORS_AFTER], capture_output=True, text=True)
     assert result.stdout.split() == ["[False,", "False]", "[True,", "True]"], result.stdout + result.stderr
+
+
+def test_threads_registering_at_once_define_the_operators_once(monkeypatch):
+    """Two models loaded side by side (benchmarks/table3.py scores rows in threads) both make
+    runtime layers; the definition must run in one thread at a time, or the second one fails."""
+    inside, most = [0], [0]
+
+    def slow_definition():
+        inside[0] += 1
+        most[0] = max(most[0], inside[0])
+        time.sleep(0.05)  # long enough for every waiting thread to arrive
+        inside[0] -= 1
+
+    monkeypatch.setattr(operators, "_define_operators", slow_definition)
+    barrier = threading.Barrier(4)
+
+    def register():
+        barrier.wait()
+        operators.register_operators()
+
+    threads = [threading.Thread(target=register) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert most[0] == 1
 
 
 def sources() -> torch.Tensor:
@@ -76,6 +104,30 @@ def test_a_part_of_the_fused_projection_is_the_same_part_of_the_whole():
         prepacked_part = PrepackedLinear(fused).project_features(x, 32, 96)
     torch.testing.assert_close(own_part, whole[..., 32:96])
     torch.testing.assert_close(prepacked_part, whole[..., 32:96], atol=1e-5, rtol=1e-5)
+
+
+def stepped_logits(model, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    """(B, T, V): `tgt_in` decoded one position at a time through the key/value cache."""
+    memory, cache = model.encode(src), model.new_cache()
+    steps = [model.decode(tgt_in[:, t : t + 1], memory, src != 0, cache=cache) for t in range(tgt_in.size(1))]
+    return torch.cat(steps, dim=1)
+
+
+@needs_prepacking
+@pytest.mark.parametrize("quantize", [None, "int8"])
+def test_heads_narrower_than_d_model_over_h_run_accelerated(quantize):
+    """`model.head_dim` (Table 3 row B): 3 heads of 8 in d_model 32; the runtime's slices of the
+    fused projection are h d_k wide, the full pass and the cached steps equal the plain model's."""
+    plain = tiny_transformer(0, vocab_size=20, noise=0.0, num_heads=3, head_dim=8)
+    model = tiny_transformer(0, vocab_size=20, noise=0.0, num_heads=3, head_dim=8)
+    with torch.no_grad():
+        expected, expected_steps = plain(sources(), targets()), stepped_logits(plain, sources(), targets())
+        accelerate(model, quantize=quantize)
+        assert model.decoder.layers[0].cross_attention.in_proj.weight.shape == (72, 32)
+        got, got_steps = model(sources(), targets()), stepped_logits(model, sources(), targets())
+    tolerance = 0.03 * expected.abs().max().item() if quantize else 1e-4
+    torch.testing.assert_close(got, expected, atol=tolerance, rtol=0)
+    torch.testing.assert_close(got_steps, expected_steps, atol=tolerance, rtol=0)
 
 
 def test_accelerate_refuses_what_it_does_not_do():

@@ -76,6 +76,16 @@ def load_source(directory: str | Path) -> ExportSource:
     return ExportSource(directory, model, model_json, tokenizers)
 
 
+def refuse_other_head_dim(config: ModelConfig, target: str) -> None:
+    """Raise `ConfigError` for heads of another width than d_model / num_heads (`head_dim`, Table 3
+    row B): the exported formats derive d_k from d_model and the number of heads."""
+    if config.head_dim is not None and config.head_dim * config.num_heads != config.d_model:
+        raise ConfigError(
+            f"{target} cannot represent ModelConfig.head_dim={config.head_dim} (it needs head_dim x "
+            f"num_heads = d_model = {config.d_model}, here {config.num_heads} heads)"
+        )
+
+
 def load_tokenizers(directory: Path, config: ModelConfig, model_type: str) -> TokenizerPair:
     """The tokenizer(s) of a model directory, with the model's special ids (a language model's
     one tokenizer serves as both sides)."""

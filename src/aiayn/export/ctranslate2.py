@@ -36,6 +36,7 @@ from aiayn.export.common import (
     ExportSource,
     load_source,
     output_directory,
+    refuse_other_head_dim,
     require,
     vocabulary,
 )
@@ -63,6 +64,7 @@ def export_ctranslate2(
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, got {quantization!r}")
     source = load_source(model_dir)
+    refuse_other_head_dim(source.config, "CTranslate2")
     converter_class = _converter_class(ctranslate2)
     with output_directory(out, overwrite) as tmp:
         converter_class(source).convert(str(tmp), quantization=quantization, force=True)

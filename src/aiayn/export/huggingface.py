@@ -34,7 +34,7 @@ import torch
 
 from aiayn.decoding.common import never_generated
 from aiayn.errors import ConfigError
-from aiayn.export.common import ExportSource, load_source, output_directory, require
+from aiayn.export.common import ExportSource, load_source, output_directory, refuse_other_head_dim, require
 from aiayn.export.hf_mapping import (
     feature_order,
     gpt2_rules,
@@ -60,6 +60,7 @@ def export_huggingface(model_dir: str | Path, out: str | Path, overwrite: bool =
     require("transformers", "aiayn export huggingface")
     source = load_source(model_dir)
     config = source.config
+    refuse_other_head_dim(config, "Transformers")
     with _quiet_transformers():
         if source.model_type == "transformer":
             model, generation = marian_translation_model(source)

@@ -40,7 +40,13 @@ class ModelConfig:
         512, range=POSITIVE_INT, help="width of every sub-layer output and embedding (paper: 512)"
     )
     num_heads: int = setting(
-        8, range=POSITIVE_INT, help="attention heads h (paper: 8); d_k = d_v = d_model / h (Sec. 3.2.2)"
+        8, range=POSITIVE_INT, help="attention heads h (paper: 8); d_k = d_v = d_model / h unless head_dim"
+    )
+    head_dim: int | None = setting(
+        None,
+        range=POSITIVE_INT,
+        help="d_k = d_v of each head; None: d_model / h, the paper's choice (Sec. 3.2.2; Table 3 row B "
+        "varies it at fixed d_model and h)",
     )
     num_encoder_layers: int = setting(6, range=NON_NEGATIVE_INT, help="N of the encoder stack (paper: 6)")
     num_decoder_layers: int = setting(6, range=NON_NEGATIVE_INT, help="N of the decoder stack (paper: 6)")
@@ -105,10 +111,10 @@ class ModelConfig:
 
     def __post_init__(self) -> None:
         validate(self, "ModelConfig")
-        if self.d_model % self.num_heads != 0:
+        if self.head_dim is None and self.d_model % self.num_heads != 0:
             raise ValueError(
                 f"ModelConfig.d_model ({self.d_model}) must be divisible by "
-                f"ModelConfig.num_heads ({self.num_heads})"
+                f"ModelConfig.num_heads ({self.num_heads}), or ModelConfig.head_dim given"
             )
         if self.share_embeddings and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError(
@@ -124,9 +130,9 @@ class ModelConfig:
                 )
 
     @property
-    def head_dim(self) -> int:
-        """d_k = d_v = d_model / h (Sec. 3.2.2)."""
-        return self.d_model // self.num_heads
+    def d_k(self) -> int:
+        """d_k = d_v of each head: `head_dim`, or d_model / h when it is None (Sec. 3.2.2)."""
+        return self.d_model // self.num_heads if self.head_dim is None else self.head_dim
 
     # ----------------------------------------------------------------- presets
     @classmethod
@@ -184,8 +190,15 @@ class ModelConfig:
 
     # ------------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict, with the format version under `format_version`."""
-        return {"format_version": FORMAT_VERSION, **dataclasses.asdict(self)}
+        """A JSON-ready dict, with the format version under `format_version`.
+
+        `head_dim` is written only when given, so that a model with the paper's d_model / h has
+        the config.json it had before the setting existed (and readers without it still load it).
+        """
+        fields = dataclasses.asdict(self)
+        if fields["head_dim"] is None:
+            del fields["head_dim"]
+        return {"format_version": FORMAT_VERSION, **fields}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:

@@ -32,10 +32,10 @@ class DecoderLayer(nn.Module):
         def sublayer() -> SublayerConnection:
             return SublayerConnection(c.d_model, c.dropout, c.norm_first, c.layer_norm_eps)
 
-        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout, c.head_dim)
         self.self_attention_sublayer = sublayer()
         if cross_attention:
-            self.cross_attention = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+            self.cross_attention = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout, c.head_dim)
             self.cross_attention_sublayer = sublayer()
         else:
             self.cross_attention = None

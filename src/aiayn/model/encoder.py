@@ -23,7 +23,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         c = config
-        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout)
+        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, c.attention_dropout, c.head_dim)
         self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff, c.activation_dropout, c.activation)
         self.attention_sublayer = SublayerConnection(c.d_model, c.dropout, c.norm_first, c.layer_norm_eps)
         self.feed_forward_sublayer = SublayerConnection(c.d_model, c.dropout, c.norm_first, c.layer_norm_eps)

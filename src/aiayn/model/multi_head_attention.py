@@ -8,9 +8,11 @@ encoder-decoder (cross) attention, where "the queries come from the previous dec
 layer, and the memory keys and values come from the output of the encoder". Which one a
 call is, and how it is masked, is said by its `AttentionContext` (`aiayn.model.context`).
 
-The h projections W_i^Q, W_i^K, W_i^V are stored together as one (3 d_model, d_model)
-matrix `in_proj`: self-attention projects Q, K and V in one matmul; cross-attention
-projects Q from the decoder and K, V (one fused matmul) from the encoder output.
+The h projections W_i^Q, W_i^K, W_i^V (each d_model x d_k) are stored together as one
+(3 h d_k, d_model) matrix `in_proj`, and W^O (h d_v x d_model) as `out_proj`: self-attention
+projects Q, K and V in one matmul; cross-attention projects Q from the decoder and K, V (one
+fused matmul) from the encoder output. The paper takes d_k = d_v = d_model / h (Sec. 3.2.2),
+so that h d_k = d_model; Table 3 row (B) varies d_k at fixed d_model and h.
 
 Two things sit around the formula without changing it: the key/value cache of incremental
 decoding (`aiayn.model.kv_cache`) supplies earlier keys and values, and in the packed
@@ -52,24 +54,28 @@ class MultiHeadAttention(nn.Module):
     """h parallel scaled dot-product attention heads with input and output projections.
 
     Args:
-        d_model: model width; split into `num_heads` heads of d_model / num_heads.
+        d_model: model width of the input and output.
         num_heads: h.
         dropout: dropout on the attention probabilities.
+        head_dim: d_k = d_v of each head; None: d_model / h (Sec. 3.2.2).
 
     `attention` is Eq. 1 as this module computes it (`scaled_dot_product_attention`); a runtime
     may hold another implementation of it there.
     """
 
-    def __init__(self, d_model: int, num_heads: int, dropout: float = 0.0) -> None:
+    def __init__(
+        self, d_model: int, num_heads: int, dropout: float = 0.0, head_dim: int | None = None
+    ) -> None:
         super().__init__()
-        if d_model % num_heads != 0:
+        if head_dim is None and d_model % num_heads != 0:
             raise ValueError(f"d_model ({d_model}) must be divisible by num_heads ({num_heads})")
         self.d_model = d_model
         self.num_heads = num_heads
-        self.head_dim = d_model // num_heads
+        self.head_dim = d_model // num_heads if head_dim is None else head_dim
+        self.inner_dim = num_heads * self.head_dim  # h d_k: the width of Concat(head_1..head_h)
         self.dropout = dropout
-        self.in_proj = FusedProjection(d_model, 3 * d_model)  # [W^Q; W^K; W^V]
-        self.out_proj = nn.Linear(d_model, d_model)  # W^O
+        self.in_proj = FusedProjection(d_model, 3 * self.inner_dim)  # [W^Q; W^K; W^V]
+        self.out_proj = nn.Linear(self.inner_dim, d_model)  # W^O
         self.attention: AttentionFunction = scaled_dot_product_attention
 
     def forward(
@@ -102,12 +108,12 @@ class MultiHeadAttention(nn.Module):
         )  # (B, H, T, d_k)
         context.record(probabilities)
         B, H, T, d_k = heads.size()
-        concat = heads.transpose(1, 2).reshape(B, T, H * d_k)  # Concat(head_1..head_h): (B, T, D)
-        if rows != B and context.query_layout is None:  # beams sharing a memory: (b, g*T, D) -> (B, T, D)
+        concat = heads.transpose(1, 2).reshape(B, T, H * d_k)  # Concat(head_1..head_h): (B, T, H d_k)
+        if rows != B and context.query_layout is None:  # beams sharing a memory: (b, g*T, .) -> (B, T, .)
             concat = concat.view(rows, T * B // rows, H * d_k)
         if context.query_layout is not None:
-            concat = context.query_layout.pack(concat)  # (B, T, D) -> (N, D)
-        return self.out_proj(concat)  # W^O
+            concat = context.query_layout.pack(concat)  # (B, T, H d_k) -> (N, H d_k)
+        return self.out_proj(concat)  # W^O: (B, T, D) (or (N, D))
 
     def project_heads(
         self, query: Tensor, context: AttentionContext, cache: AttentionCache | None
@@ -117,9 +123,9 @@ class MultiHeadAttention(nn.Module):
         Self-attention projects all three from `query` and adds this step's keys and values to
         the cache; cross-attention projects the memory's keys and values once per cache.
         """
-        d = self.d_model
+        d = self.inner_dim  # h d_k (= D in the paper)
         if context.memory is None:  # self-attention: Q, K and V in one fused matmul
-            qkv = padded(self.in_proj(query), context.query_layout)  # (B, T, 3D)
+            qkv = padded(self.in_proj(query), context.query_layout)  # (B, T, 3 h d_k)
             q, k, v = self.split_heads(qkv, 3)
             if cache is not None:
                 k, v = cache.append(k, v)  # (B, H, S_cached + T, d_k)
@@ -129,18 +135,18 @@ class MultiHeadAttention(nn.Module):
         if unpacked and q_proj.size(0) != context.memory.size(0):
             # Beam search: the g = B / b consecutive rows of each sentence share its memory, so
             # their queries become one sentence's g*T queries over keys/values computed once.
-            q_proj = q_proj.reshape(context.memory.size(0), -1, d)  # (B, T, D) -> (b, g*T, D)
-        (q,) = self.split_heads(q_proj, 1)  # (B, T, D) -> (B, H, T, d_k)
+            q_proj = q_proj.reshape(context.memory.size(0), -1, d)  # (B, T, h d_k) -> (b, g*T, h d_k)
+        (q,) = self.split_heads(q_proj, 1)  # (B, T, h d_k) -> (B, H, T, d_k)
         if cache is not None and cache.key is not None:
             return q, cache.key, cache.value
         kv = self.in_proj.project_features(context.memory, d, 3 * d)  # K W^K, V W^V
-        k, v = self.split_heads(padded(kv, context.memory_layout), 2)  # (B, S, 2D) -> 2 x (B, H, S, d_k)
+        k, v = self.split_heads(padded(kv, context.memory_layout), 2)  # (B, S, 2 h d_k) -> 2 x (B, H, S, d_k)
         if cache is not None:
             cache.store(k, v)
         return q, k, v
 
     def split_heads(self, x: Tensor, parts: int) -> list[Tensor]:
-        """(B, T, parts * D) -> `parts` tensors of (B, H, T, d_k)."""
+        """(B, T, parts * h d_k) -> `parts` tensors of (B, H, T, d_k)."""
         B, T, _ = x.size()
         x = x.view(B, T, parts, self.num_heads, self.head_dim)  # (B, T, parts, H, d_k)
         return list(x.permute(2, 0, 3, 1, 4).unbind(0))  # parts x (B, H, T, d_k)

@@ -13,10 +13,11 @@ Shapes: B batch, S source length, T target length, D = d_model, H = h heads, V v
 Masks are bool and True where attention is allowed.
 
 The engine's weights and these. Sec. 3.2.2 writes W_i^Q, W_i^K, W_i^V (D x d_k for each head i)
-and W^O (h d_v x D). Here the h heads' W_i^Q sit side by side in one D x D map `w_q` (head i is
-columns i d_k .. (i+1) d_k of its output), and so for `w_k`, `w_v`; `w_o` is W^O. The engine
-stacks the three as the rows of one fused (3D, D) `in_proj` (weight and bias): rows 0..D-1 are
-W^Q, D..2D-1 W^K, 2D..3D-1 W^V, and calls W^O `out_proj`. `paper_state_dict` slices an engine
+and W^O (h d_v x D). Here the h heads' W_i^Q sit side by side in one D x h d_k map `w_q` (head i
+is columns i d_k .. (i+1) d_k of its output), and so for `w_k`, `w_v`; `w_o` is W^O. The engine
+stacks the three as the rows of one fused (3 h d_k, D) `in_proj` (weight and bias): its first
+third is W^Q, the second W^K, the last W^V, and calls W^O `out_proj`. (h d_k = D unless the config
+sets `head_dim`, as Table 3 row B does.) `paper_state_dict` slices an engine
 state dict into these names and `engine_state_dict` concatenates them back; every other
 parameter has the same name in both. `load` uses the first, the training adapter
 (`aiayn.training.paper_adapter`) both.
@@ -90,26 +91,27 @@ class MultiHeadAttention(nn.Module):
         where head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
     "we employ h = 8 parallel attention layers, or heads. For each of these we use
-    d_k = d_v = d_model / h = 64." (The engine's fused `in_proj`: see the module docstring.)
+    d_k = d_v = d_model / h = 64." (Table 3 row B varies d_k; the engine's fused `in_proj`: see
+    the module docstring.)
     """
 
-    def __init__(self, d_model: int, heads: int) -> None:
+    def __init__(self, d_model: int, heads: int, d_k: int) -> None:
         super().__init__()
-        self.heads, self.d_k = heads, d_model // heads
-        self.w_q = nn.Linear(d_model, d_model)  # W_1^Q .. W_h^Q side by side
-        self.w_k = nn.Linear(d_model, d_model)  # W_1^K .. W_h^K
-        self.w_v = nn.Linear(d_model, d_model)  # W_1^V .. W_h^V
-        self.w_o = nn.Linear(d_model, d_model)  # W^O
+        self.heads, self.d_k = heads, d_k
+        self.w_q = nn.Linear(d_model, heads * d_k)  # W_1^Q .. W_h^Q side by side
+        self.w_k = nn.Linear(d_model, heads * d_k)  # W_1^K .. W_h^K
+        self.w_v = nn.Linear(d_model, heads * d_k)  # W_1^V .. W_h^V (d_v = d_k)
+        self.w_o = nn.Linear(heads * d_k, d_model)  # W^O
 
     def split(self, x: Tensor) -> Tensor:
-        """(B, T, D) -> (B, H, T, d_k): the h heads' projections apart."""
+        """(B, T, h d_k) -> (B, H, T, d_k): the h heads' projections apart."""
         return x.view(x.size(0), x.size(1), self.heads, self.d_k).transpose(1, 2)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None) -> Tensor:
         """query (B, T, D), key and value (B, S, D), mask (B, 1, T, S) or (B, 1, 1, S) -> (B, T, D)."""
         q, k, v = self.split(self.w_q(query)), self.split(self.w_k(key)), self.split(self.w_v(value))
         heads, _ = attention(q, k, v, mask)  # (B, H, T, d_k): head_1 .. head_h
-        concat = heads.transpose(1, 2).reshape(query.size(0), query.size(1), -1)  # (B, T, D)
+        concat = heads.transpose(1, 2).reshape(query.size(0), query.size(1), -1)  # (B, T, h d_k)
         return self.w_o(concat)
 
 
@@ -159,7 +161,7 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, c: Any) -> None:
         super().__init__()
-        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads)
+        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, c.d_k)
         self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff)
         self.attention_sublayer = SublayerConnection(c.d_model, c.dropout, c.layer_norm_eps)
         self.feed_forward_sublayer = SublayerConnection(c.d_model, c.dropout, c.layer_norm_eps)
@@ -179,8 +181,8 @@ class DecoderLayer(nn.Module):
 
     def __init__(self, c: Any) -> None:
         super().__init__()
-        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads)
-        self.cross_attention = MultiHeadAttention(c.d_model, c.num_heads)
+        self.self_attention = MultiHeadAttention(c.d_model, c.num_heads, c.d_k)
+        self.cross_attention = MultiHeadAttention(c.d_model, c.num_heads, c.d_k)
         self.feed_forward = PositionwiseFeedForward(c.d_model, c.d_ff)
         self.self_attention_sublayer = SublayerConnection(c.d_model, c.dropout, c.layer_norm_eps)
         self.cross_attention_sublayer = SublayerConnection(c.d_model, c.dropout, c.layer_norm_eps)
@@ -409,7 +411,7 @@ def greedy_decode(model: Transformer, src: Tensor, max_len_extra: int = 50) -> l
 
 def paper_state_dict(engine: dict[str, Tensor]) -> dict[str, Tensor]:
     """An engine state dict in this module's names: each fused `in_proj` sliced into W^Q, W^K,
-    W^V (its first, second and third D rows), `out_proj` renamed W^O (module docstring)."""
+    W^V (its first, second and third h d_k rows), `out_proj` renamed W^O (module docstring)."""
     out = {}
     for name, tensor in engine.items():
         if ".in_proj." in name:

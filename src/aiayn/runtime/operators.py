@@ -20,6 +20,7 @@ Nothing is registered at import: `register_operators()` runs when a runtime laye
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 
 import torch
@@ -66,9 +67,19 @@ def int8_linear_cpu(x: Tensor, weight: Tensor) -> Tensor:
     return torch.ops.quantized.linear_dynamic(x, packed, reduce_range())
 
 
-@functools.cache
+_REGISTERING = threading.Lock()
+"""Held while the operators are defined: `functools.cache` alone lets two threads loading models
+at once (e.g. rows scored side by side) both define them, and the second definition fails."""
+
+
 def register_operators() -> torch.library.Library:
-    """Define both operators (once; later calls return the same library)."""
+    """Define both operators (once, whichever threads call; later calls return the same library)."""
+    with _REGISTERING:
+        return _define_operators()
+
+
+@functools.cache
+def _define_operators() -> torch.library.Library:
     # Registered with the dispatcher directly (not `torch.library.custom_op`, whose Python
     # wrapper costs several times the dispatch of a small product, on every call of a step).
     library = torch.library.Library("aiayn", "FRAGMENT")
