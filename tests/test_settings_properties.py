@@ -45,6 +45,11 @@ def inside(allowed: Range) -> st.SearchStrategy:
 def outside(allowed: Range) -> st.SearchStrategy:
     """Values it refuses: NaN, infinities, past either bound, and fractions where it wants integers."""
     options = [st.sampled_from([math.nan, math.inf, -math.inf])]
+    # An open bound itself, drawn on purpose: the value a closed-for-open mistake lets through.
+    open_bounds = [b for b, is_open in ((allowed.low, allowed.low_open), (allowed.high, allowed.high_open))
+                   if b is not None and is_open]
+    if open_bounds:
+        options.append(st.sampled_from(open_bounds))
     if allowed.low is not None:
         options.append(st.floats(-BIG, allowed.low, exclude_max=not allowed.low_open))
         if allowed.integer:

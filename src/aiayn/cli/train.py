@@ -21,6 +21,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from aiayn.cli.arguments import finite_float
 from aiayn.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,9 +40,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     files = parser.add_argument_group("your own files (without CONFIG: the built-in recipe, all `auto`)")
     for option, (key, what) in FILE_SHORTHANDS.items():
         files.add_argument(option, metavar="MINUTES" if option == "--minutes" else "FILE",
-                           type=float if option == "--minutes" else str, help=f"{what} ({key})")
+                           type=minutes if option == "--minutes" else str, help=f"{what} ({key})")
     parser.set_defaults(func=run)
 
+
+minutes = finite_float(0, low_open=True)
+"""`--minutes`: a positive number (train.max_minutes' range)."""
 
 FILE_SHORTHANDS = {
     "--train-src": ("data.train_src", "training sources, one sentence a line (plain or .gz)"),
