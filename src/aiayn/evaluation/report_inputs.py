@@ -129,21 +129,17 @@ def _add_attention(
     translator: Any, sources: list[str], source_ids: list[list[int]], target_ids: list[list[int]],
     sentences: list[SentenceOutput],
 ) -> None:
-    """Fill `cross` of each sentence the model can take whole (non-empty, within max_len): one
-    teacher-forced pass per sentence (a batch of one: no padding) over its output's own ids."""
-    import torch
+    """Fill `cross` of each sentence the model can take whole (non-empty, within max_len), from
+    the translator's own attention pass (`aiayn.inference.torch_translator.cross_attention`)."""
+    from aiayn.inference.torch_translator import cross_attention
 
-    from aiayn.eval_mode import eval_mode
-
-    model, device = translator.model, translator.device
-    limit = model.config.max_len - 1
-    eos_id, bos_id = model.config.eos_id, model.config.bos_id
-    with eval_mode(model):
-        for i, sentence in enumerate(sentences):
-            src_ids, tgt_ids = source_ids[i], target_ids[i]
-            if not sources[i].strip() or len(src_ids) > limit or len(tgt_ids) > limit:
-                continue
-            src = torch.tensor([[*src_ids, eos_id]], dtype=torch.long, device=device)  # (1, S)
-            tgt_in = torch.tensor([[bos_id, *tgt_ids]], dtype=torch.long, device=device)  # (1, T)
-            cross = model.attention_maps(src, tgt_in).cross  # L x (1, H, T, S)
-            sentence.cross = torch.stack([m[0] for m in cross]).float().cpu().numpy()  # (L, H, T, S)
+    limit = translator.config.max_len - 1
+    whole = [
+        i for i in range(len(sentences))
+        if sources[i].strip() and len(source_ids[i]) <= limit and len(target_ids[i]) <= limit
+    ]
+    maps = cross_attention(
+        translator.model, [source_ids[i] for i in whole], [target_ids[i] for i in whole], translator.device
+    )
+    for i, cross in zip(whole, maps, strict=True):
+        sentences[i].cross = cross
