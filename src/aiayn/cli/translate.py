@@ -232,21 +232,15 @@ def format_jsonl(first_index: int, nbest: list[list[Translation]], translator: T
     """One JSON object per output of consecutive inputs (see the module docstring)."""
     import json
 
-    from aiayn.inference.words import pharaoh, token_words, word_scores
+    from aiayn.inference.words import translation_details
 
-    lines = []
-    for i, entries in enumerate(nbest):
-        for rank, entry in enumerate(entries):
-            record: dict = {"line": first_index + i, "rank": rank, "text": entry.text, "score": entry.score}
-            if entry.token_scores is not None:
-                words = entry.text.split()
-                by_word = word_scores(entry.token_scores, token_words(translator.tokenizers.target, entry.tokens))
-                record.update(token_scores=entry.token_scores, words=words,
-                              word_scores=by_word + [0.0] * (len(words) - len(by_word)))
-            if entry.alignment is not None:
-                record["alignment"] = pharaoh(entry.alignment)
-            lines.append(json.dumps(record, ensure_ascii=False))
-    return lines
+    tokenizer = translator.tokenizers.target
+    return [
+        json.dumps({"line": first_index + i, "rank": rank, "text": entry.text, "score": entry.score,
+                    **translation_details(entry, tokenizer)}, ensure_ascii=False)
+        for i, entries in enumerate(nbest)
+        for rank, entry in enumerate(entries)
+    ]
 
 
 # ------------------------------------------------------------------ command

@@ -226,7 +226,7 @@ class TranslatorBase:
     ) -> list[list[Translation]]:
         """See `aiayn.inference.Translator.translate_nbest`."""
         if alignments:
-            self._check_alignments()
+            self.check_alignments()
         sources: dict[int, list[int]] = {}
         hypotheses = self._hypotheses(
             texts, nbest, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, True,
@@ -238,7 +238,7 @@ class TranslatorBase:
             self._add_details(results, sources, batch_tokens, token_scores, alignments)
         return results
 
-    def _check_alignments(self) -> None:
+    def check_alignments(self) -> None:
         """Raise `ConfigError` (one line) when this runtime cannot give alignments."""
 
     def _add_details(

@@ -25,7 +25,8 @@ class Translation(NamedTuple):
     `score` is log P(Y | X) / lp(Y) (GNMT length penalty; beam 1: log P(Y | X)); `tokens` are
     the generated ids without `<bos>` and `<eos>` (see `aiayn.decoding.common`).
     `token_scores` (when asked): the model's plain log-probability of each token, then of
-    `<eos>` (len(tokens) + 1 values; their sum is `score(source, text)`); decoding controls
+    `<eos>` (len(tokens) + 1 values, but no `<eos>` step for an output cut at the model's max_len;
+    their sum is `score(source, text)`); decoding controls
     change which tokens are chosen, not these values. `alignment` (when asked): (source word,
     output word) links (`aiayn.inference.words`). An empty text gives [] for both.
     """
@@ -100,6 +101,10 @@ class Translator(Protocol):
         self, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = DEFAULT_BATCH_TOKENS
     ) -> list[float]:
         """log P(target | source) (natural log, `<eos>` included) of each pair, by forced decoding."""
+        ...
+
+    def check_alignments(self) -> None:
+        """Raise `ConfigError` (one line) when this runtime cannot give word alignments."""
         ...
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -94,19 +94,23 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
     def _token_log_probs(
         self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
     ) -> list[list[float]]:
+        """Targets + `<eos>` within the model's max_len; an output that search cut at max_len
+        tokens has no position left for its `<eos>` step, which is then left out."""
         bos_id, eos_id, pad_id = self.config.bos_id, self.config.eos_id, self.config.pad_id
+        limit = self.config.max_len
         src_ids = [[*ids, eos_id] for ids in sources]
-        lengths = [max(len(s), len(t) + 1) for s, t in zip(src_ids, targets, strict=True)]
+        labels = [[*ids, eos_id][:limit] for ids in targets]
+        lengths = [max(len(s), len(t)) for s, t in zip(src_ids, labels, strict=True)]
         scores: list[list[float]] = [[] for _ in sources]
         with eval_mode(self.model):
             for batch in length_batches(lengths, batch_tokens):
                 src = pad_batch([src_ids[i] for i in batch], pad_id, self.device)  # (B, S)
-                tgt_in = pad_batch([[bos_id, *targets[i]] for i in batch], pad_id, self.device)  # (B, T)
-                labels = pad_batch([[*targets[i], eos_id] for i in batch], pad_id, self.device)  # (B, T)
+                tgt_in = pad_batch([[bos_id, *targets[i]][:limit] for i in batch], pad_id, self.device)  # (B, T)
+                gold = pad_batch([labels[i] for i in batch], pad_id, self.device)  # (B, T)
                 logp = F.log_softmax(self.model(src, tgt_in).float(), dim=-1)  # (B, T, V)
-                token_logp = logp.gather(2, labels[:, :, None]).squeeze(2)  # (B, T)
+                token_logp = logp.gather(2, gold[:, :, None]).squeeze(2)  # (B, T)
                 for i, row in zip(batch, token_logp.tolist(), strict=True):
-                    scores[i] = row[: len(targets[i]) + 1]
+                    scores[i] = row[: len(labels[i])]
         return scores
 
     def _cross_attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[np.ndarray]:
@@ -120,7 +124,8 @@ def cross_attention(
     """The encoder-decoder attention (Sec. 3.2.3) of each (source, output) pair of token ids
     (without `<eos>`; each within the model's max_len): (L, H, T, S) float32 per pair, rows
     `<bos>` + output (row t predicts output token t, the last row `<eos>`), columns source +
-    `<eos>`. One teacher-forced pass per pair (a batch of one: no padding) of the model's
+    `<eos>` (an output of max_len tokens, cut there by the search: no `<eos>` row). One
+    teacher-forced pass per pair (a batch of one: no padding) of the model's
     explicit attention path (`Transformer.attention_maps`), whichever step decoding used
     (compiled or not; int8 linear layers when the model has them)."""
     eos_id, bos_id = model.config.eos_id, model.config.bos_id
@@ -128,7 +133,7 @@ def cross_attention(
     with eval_mode(model), torch.no_grad():
         for src_ids, tgt_ids in zip(sources, targets, strict=True):
             src = torch.tensor([[*src_ids, eos_id]], dtype=torch.long, device=device)  # (1, S)
-            tgt_in = torch.tensor([[bos_id, *tgt_ids]], dtype=torch.long, device=device)  # (1, T)
+            tgt_in = torch.tensor([[bos_id, *tgt_ids][: model.config.max_len]], dtype=torch.long, device=device)
             cross = model.attention_maps(src, tgt_in).cross  # L x (1, H, T, S)
             maps.append(torch.stack([m[0] for m in cross]).float().cpu().numpy())  # (L, H, T, S)
     return maps

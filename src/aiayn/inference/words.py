@@ -26,9 +26,13 @@ import numpy as np
 
 if TYPE_CHECKING:
     from aiayn.data.tokenizer import Tokenizer
+    from aiayn.inference.interface import Translation
 
 ALIGNMENT_LAYER = -1
 """The decoder layer whose encoder-decoder attention gives the alignments (-1: the last)."""
+
+ALIGNMENT_ROW_SHIFT = 0
+"""0: an output token's attention row is the one that predicts it (1: the one that reads it)."""
 
 
 def token_words(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:
@@ -49,20 +53,26 @@ def word_scores(token_scores: Sequence[float], words: Sequence[int]) -> list[flo
     return sums
 
 
-def align_words(cross: np.ndarray, source_words: Sequence[int], target_words: Sequence[int]) -> list[tuple[int, int]]:
+def align_words(
+    cross: np.ndarray, source_words: Sequence[int], target_words: Sequence[int],
+    layer: int = ALIGNMENT_LAYER, head: int | None = None, row_shift: int = ALIGNMENT_ROW_SHIFT,
+) -> list[tuple[int, int]]:
     """(source word, output word) links from one pair's attention.
 
     Args:
         cross: (L, H, T, S) attention: rows `<bos>` + output tokens, columns source tokens + `<eos>`.
         source_words, target_words: the word of each source / output token (`token_words`).
+        layer, head, row_shift: the policy (defaults: the documented one; `head` None = the
+            mean of the heads; `row_shift` 0 = the row predicting the token, 1 = the row reading it).
 
     Returns:
         One link per output word, in output word order.
     """
     if not target_words or not source_words:
         return []
-    attention = cross[ALIGNMENT_LAYER].mean(axis=0)  # (T, S)
-    rows = attention[: len(target_words), : len(source_words)]  # row t predicts output token t
+    attention = cross[layer].mean(axis=0) if head is None else cross[layer, head]  # (T, S)
+    rows = attention[row_shift : row_shift + len(target_words), : len(source_words)]
+    target_words = target_words[: rows.shape[0]]  # a row past the model's max_len: none
     num_target, num_source = max(target_words) + 1, max(source_words) + 1
     by_word = np.zeros((num_target, num_source))
     for column, word in enumerate(source_words):
@@ -76,6 +86,20 @@ def _mean_rows(column: np.ndarray, target_words: Sequence[int], num_target: int)
     np.add.at(sums, np.asarray(target_words), column)
     np.add.at(counts, np.asarray(target_words), 1)
     return sums / np.maximum(counts, 1)
+
+
+def translation_details(entry: Translation, tokenizer: Tokenizer) -> dict:
+    """What `aiayn translate --format jsonl` and `aiayn serve` add to a translation when asked:
+    `token_scores`, `words`, `word_scores` (with token scores) and `alignment` (Pharaoh)."""
+    details: dict = {}
+    if entry.token_scores is not None:
+        words = entry.text.split()
+        by_word = word_scores(entry.token_scores, token_words(tokenizer, entry.tokens))
+        details.update(token_scores=entry.token_scores, words=words,
+                       word_scores=by_word + [0.0] * (len(words) - len(by_word)))
+    if entry.alignment is not None:
+        details["alignment"] = pharaoh(entry.alignment)
+    return details
 
 
 def pharaoh(links: Sequence[tuple[int, int]]) -> str:
