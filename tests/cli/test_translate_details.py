@@ -111,3 +111,17 @@ def test_dates_model_alignments_are_the_same_under_int8_and_compile(dates_run, t
         same_text = [(a, b) for a, b in zip(eager, other, strict=True) if a["text"] == b["text"]]
         assert len(same_text) >= len(DATES) - 1, variant
         assert [a["alignment"] for a, _ in same_text] == [b["alignment"] for _, b in same_text], variant
+
+
+def test_a_ctranslate2_model_gives_scores_and_refuses_alignments_in_one_line(model_dir, tmp_path, capsys):
+    pytest.importorskip("ctranslate2", reason="needs the optional extra 'export'")
+    from aiayn.export import export_ctranslate2
+
+    exported = export_ctranslate2(model_dir, tmp_path / "ct2")
+    base = ["translate", "--model", str(exported), "--text", "zwei katzen", *FAST, "--format", "jsonl"]
+    code, out, err = run(capsys, *base, "--alignments")
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "alignments are not available with a CTranslate2 model" in err
+    code, out, err = run(capsys, *base, "--scores", "--nbest", "2")
+    assert code == 0, err
+    assert [len(o["token_scores"]) for o in records(out)] == [len(o["text"]) + 1 for o in records(out)]
