@@ -300,7 +300,7 @@ def run(args: argparse.Namespace) -> int:
             try:
                 nbest = translator.translate_nbest(
                     chunk, args.nbest, line_offset=done, on_long_line=args.on_long_line,
-                    token_scores=args.scores, alignments=args.alignments,
+                    token_scores=args.scores or args.report is not None, alignments=args.alignments,
                     **search_settings(args), **control_settings(args),
                 )
             except DataError as error:  # a line too long, with --on-long-line error

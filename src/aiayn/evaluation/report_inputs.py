@@ -48,6 +48,8 @@ class SentenceOutput:
     or None where it is unavailable (model without attention, empty or over-long sentence).
     `source_unknown` / `target_unknown` are positions of unknown or byte-fallback tokens, and
     `unknown_tokens` those tokens' text (source first), as the model saw and produced them.
+    `word_scores` are the hypothesis' whitespace words with their log-probabilities (the sum of
+    their tokens', `aiayn.inference.words`), None when the translation came without token scores.
     """
 
     hypothesis: str
@@ -57,6 +59,7 @@ class SentenceOutput:
     target_unknown: list[int] = field(default_factory=list)
     unknown_tokens: list[str] = field(default_factory=list)
     cross: np.ndarray | None = None
+    word_scores: list[tuple[str, float]] | None = None
 
 
 @dataclass
@@ -84,6 +87,8 @@ def report_outputs(
     encoder-decoder attention of the output's tokens. `seconds`: the decoding time."""
     if len(best) != len(sources):
         raise ValueError(f"{len(sources)} sources but {len(best)} translations")
+    from aiayn.inference.words import translation_details
+
     ids = [translation.tokens for translation in best]
     target_tok, source_tok = translator.tokenizers.target, translator.tokenizers.source
     specials = translator.tokenizers.specials
@@ -96,6 +101,7 @@ def report_outputs(
         tgt_tokens = [target_tok.id_to_token(t) for t in target_ids]
         src_unknown = unknown(src_tokens, src_ids, unk_id)
         tgt_unknown = unknown(tgt_tokens, target_ids, unk_id)
+        details = translation_details(translation, target_tok)
         sentences.append(SentenceOutput(
             hypothesis=translation.text,
             source_tokens=[*src_tokens, eos],
@@ -103,6 +109,7 @@ def report_outputs(
             source_unknown=src_unknown,
             target_unknown=[1 + i for i in tgt_unknown],
             unknown_tokens=[src_tokens[i] for i in src_unknown] + [tgt_tokens[i] for i in tgt_unknown],
+            word_scores=list(zip(details["words"], details["word_scores"], strict=True)) if details else None,
         ))
     config = translator.config
     directory = str(translator.directory) if translator.directory is not None else ""
