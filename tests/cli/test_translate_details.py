@@ -69,8 +69,8 @@ def test_an_unknown_format_is_refused(model_dir, capsys):
 def translate_jsonl(capsys, tmp_path, model, *options) -> list[dict]:
     source = tmp_path / "dates.txt"
     source.write_text("\n".join(DATES) + "\n", encoding="utf-8")
-    code, out, err = run(capsys, "translate", "--model", str(model), "--input", str(source), "--device", "cpu",
-                         "--format", "jsonl", *options)
+    code, out, err = run(capsys, "translate", "--model", str(model), "--input", str(source),
+                         "--device", "cpu", "--format", "jsonl", *options)
     assert code == 0, err
     return records(out)
 
@@ -81,15 +81,16 @@ def test_dates_model_token_scores_sum_to_aiayn_score(dates_run, tmp_path, capsys
     search, the reported scores stay the model's plain log-probabilities."""
     plain = translate_jsonl(capsys, tmp_path, dates_run, "--scores", "--beam", "4")
     greedy = translate_jsonl(capsys, tmp_path, dates_run, "--scores", "--beam", "1")
-    blocked = translate_jsonl(capsys, tmp_path, dates_run, "--scores", "--beam", "4", "--no-repeat-ngram-size", "1")
+    blocked = translate_jsonl(capsys, tmp_path, dates_run, "--scores", "--beam", "4",
+                              "--no-repeat-ngram-size", "1")
     assert [o["text"] for o in plain][:3] == ["2026-11-21", "2026-11-21", "1999-03-03"]
     assert [o["text"] for o in blocked] != [o["text"] for o in plain]
     src = tmp_path / "dates.txt"
     for objects in (plain, greedy, blocked):
         ref = tmp_path / "outputs.txt"
         ref.write_text("".join(o["text"] + "\n" for o in objects), encoding="utf-8")
-        code, out, err = run(capsys, "score", "--model", str(dates_run), "--input", str(src), "--ref", str(ref),
-                             "--device", "cpu")
+        code, out, err = run(capsys, "score", "--model", str(dates_run), "--input", str(src),
+                             "--ref", str(ref), "--device", "cpu")
         assert code == 0, err
         scored = [float(line) for line in out.splitlines()]
         for o, value in zip(objects, scored, strict=True):

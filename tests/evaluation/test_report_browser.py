@@ -264,7 +264,8 @@ def test_dates_model_report_shows_per_word_scores(browser, dates_run, tmp_path):
     for i, entries in enumerate(expected):
         show_sentence(page, i, "shown")
         spans = page.eval_on_selector_all(
-            "#word-scores span.word", "ss => ss.map(s => [s.textContent, +s.dataset.score, s.classList.contains('low')])"
+            "#word-scores span.word",
+            "ss => ss.map(s => [s.textContent, +s.dataset.score, s.classList.contains('low')])",
         )
         assert [word for word, _, _ in spans] == entries[0].text.split()
         # one word per date here (no spaces): its score is every token's but <eos>

@@ -34,7 +34,8 @@ def test_translate_returns_the_library_token_scores_and_alignments(translation_d
         for entry, translation in zip(got, want, strict=True):
             assert entry["text"] == translation.text
             assert entry["token_scores"] == pytest.approx(translation.token_scores, abs=1e-5)
-            assert entry["words"] == translation.text.split() and len(entry["word_scores"]) == len(entry["words"])
+            assert entry["words"] == translation.text.split()
+            assert len(entry["word_scores"]) == len(entry["words"])
             assert parse_pharaoh(entry["alignment"]) == translation.alignment
             assert entry["alignment"] == pharaoh(translation.alignment)
     for hyps in plain_answer.json()["translations"]:  # not asked: not there
@@ -57,4 +58,5 @@ def test_alignments_from_a_ctranslate2_model_are_a_4xx_json_error(translation_di
     assert entry["text"] == torch_entry.text
     # CTranslate2's own scores (score_batch) are aiayn's; an output cut at max_len loses its last
     assert len(entry["token_scores"]) >= len(torch_entry.tokens) - 1
-    assert entry["token_scores"] == pytest.approx(torch_entry.token_scores[: len(entry["token_scores"])], abs=1e-4)
+    shared = len(entry["token_scores"])
+    assert entry["token_scores"] == pytest.approx(torch_entry.token_scores[:shared], abs=1e-4)

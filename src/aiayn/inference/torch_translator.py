@@ -105,7 +105,8 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
         with eval_mode(self.model):
             for batch in length_batches(lengths, batch_tokens):
                 src = pad_batch([src_ids[i] for i in batch], pad_id, self.device)  # (B, S)
-                tgt_in = pad_batch([[bos_id, *targets[i]][:limit] for i in batch], pad_id, self.device)  # (B, T)
+                fed = [[bos_id, *targets[i]][:limit] for i in batch]
+                tgt_in = pad_batch(fed, pad_id, self.device)  # (B, T)
                 gold = pad_batch([labels[i] for i in batch], pad_id, self.device)  # (B, T)
                 logp = F.log_softmax(self.model(src, tgt_in).float(), dim=-1)  # (B, T, V)
                 token_logp = logp.gather(2, gold[:, :, None]).squeeze(2)  # (B, T)
@@ -133,7 +134,8 @@ def cross_attention(
     with eval_mode(model), torch.no_grad():
         for src_ids, tgt_ids in zip(sources, targets, strict=True):
             src = torch.tensor([[*src_ids, eos_id]], dtype=torch.long, device=device)  # (1, S)
-            tgt_in = torch.tensor([[bos_id, *tgt_ids][: model.config.max_len]], dtype=torch.long, device=device)
+            fed = [bos_id, *tgt_ids][: model.config.max_len]
+            tgt_in = torch.tensor([fed], dtype=torch.long, device=device)  # (1, T)
             cross = model.attention_maps(src, tgt_in).cross  # L x (1, H, T, S)
             maps.append(torch.stack([m[0] for m in cross]).float().cpu().numpy())  # (L, H, T, S)
     return maps

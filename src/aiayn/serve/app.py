@@ -310,7 +310,8 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
         nbests = await run_job(job) if request.text else []
         tokenizer = served.model.tokenizers.target  # type: ignore[union-attr]
         return {"translations": [
-            [{"text": t.text, "score": t.score, **translation_details(t, tokenizer)} for t in hyps] for hyps in nbests
+            [{"text": t.text, "score": t.score, **translation_details(t, tokenizer)} for t in hyps]
+            for hyps in nbests
         ]}
 
     @app.post("/v1/generate", response_model=GenerateResponse, responses=error_responses(),
