@@ -102,12 +102,12 @@ class TranslatorBase:
     ) -> list[list[float]]:
         """log p of each target token, then of `<eos>`, given the source and the tokens before
         it, for each pair of token-id lists (without `<eos>`): forced decoding."""
-        raise NotImplementedError
+        raise ConfigError(f"per-token scores are not available with a {type(self).__name__}")
 
     def _cross_attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[np.ndarray]:
         """(L, H, T, S) encoder-decoder attention of each pair (see `torch_translator.cross_attention`),
         or `ConfigError` from a runtime that does not give it."""
-        raise NotImplementedError
+        raise ConfigError(f"alignments are not available with a {type(self).__name__}")
 
     def _score_ids(
         self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
