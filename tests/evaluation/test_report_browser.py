@@ -243,3 +243,36 @@ def test_dates_model_report(browser, dates_run, tmp_path):
     assert page.errors == []
     assert all(url.startswith("file:") for url in page.requests), page.requests
     page.close()
+
+
+def test_dates_model_report_shows_per_word_scores(browser, dates_run, tmp_path):
+    """Clicking a sentence shows each hypothesis word with the model's log-probability (its
+    tokens' token scores summed); words under probability 0.5 are coloured (class "low")."""
+    sources = ["Saturday, 21 November 2026", "zq xv 0", "2 Jan 2001"]
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    ref.write_text("2026-11-21\n2000-01-01\n2001-01-02\n", encoding="utf-8")
+    out = tmp_path / "scores.html"
+    argv = ["evaluate", "--model", str(dates_run), "--input", str(src), "--ref", str(ref), "--device", "cpu",
+            "--report", str(out)]
+    assert main(argv) == 0
+    data = json.loads(out.with_suffix(".json").read_text(encoding="utf-8"))
+    translator = aiayn.load(dates_run, "cpu", task="translation")
+    expected = translator.translate_nbest(sources, 1, token_scores=True)
+    page = open_page(browser, out)
+    low_seen = 0
+    for i, entries in enumerate(expected):
+        show_sentence(page, i, "shown")
+        spans = page.eval_on_selector_all(
+            "#word-scores span.word",
+            "ss => ss.map(s => [s.textContent, +s.dataset.score, s.classList.contains('low')])",
+        )
+        assert [word for word, _, _ in spans] == entries[0].text.split()
+        # one word per date here (no spaces): its score is every token's but <eos>
+        assert spans[0][1] == pytest.approx(sum(entries[0].token_scores[:-1]), abs=1e-3)
+        assert [low for _, _, low in spans] == [np.exp(score) < 0.5 for _, score, _ in spans]
+        low_seen += sum(low for _, _, low in spans)
+        assert [w for w, _ in data["sentences"][i]["word_scores"]] == entries[0].text.split()
+    assert low_seen >= 1  # the garbage source's output is doubtful
+    assert page.errors == []
+    page.close()

@@ -70,7 +70,8 @@ def evaluate(
 
     translator = load_translator(model_dir, args)
     result = evaluate_translation(
-        translator, sources, references, **search_settings(args), lowercase=args.lowercase
+        translator, sources, references, **search_settings(args), lowercase=args.lowercase,
+        token_scores=getattr(args, "report", None) is not None,  # the report shows per-word scores
     )
     return translator, result
 

@@ -11,6 +11,13 @@ Empty input lines give empty output lines. With `--nbest K` each input gives up 
 the model's max_len is truncated with a warning (`--on-long-line error`: stop with an error
 naming the line instead).
 
+`--format jsonl` prints one JSON object per output instead: `line` (0-based input line),
+`rank` (0 = best), `text`, `score`; with `--scores` also `token_scores` (the model's plain
+log-probability of each output token, `<eos>` last: their sum is `aiayn score` of the pair),
+`words` (the output's whitespace words) and `word_scores` (each word's tokens summed); with
+`--alignments` also `alignment`, source-output word links in the Pharaoh format (`0-0 1-2`,
+see `aiayn.inference.words`). `--scores` and `--alignments` need `--format jsonl`.
+
 `--report OUT.html` also writes the evaluation report of the translations printed (flags,
 attention; no scores without a reference: `aiayn evaluate --report` has them): the same
 decoding, whose lines and outputs are kept for the report.
@@ -37,6 +44,7 @@ if TYPE_CHECKING:
     from aiayn.inference import Translation, Translator
 
 GZIP_MAGIC = b"\x1f\x8b"
+OUTPUT_FORMATS = ("text", "jsonl")
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
@@ -136,6 +144,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_control_arguments(parser)
     parser.add_argument("--nbest", type=bounded_int(1), default=1, metavar="K",
                         help="print K hypotheses per input as index<TAB>score<TAB>text")
+    parser.add_argument("--format", choices=OUTPUT_FORMATS, default="text",
+                        help="text: one line per input (--nbest: index<TAB>score<TAB>text); jsonl: one "
+                        "JSON object per output with line, rank, text, score (+ token_scores, words, "
+                        "word_scores with --scores; + alignment with --alignments)")
+    parser.add_argument("--scores", action="store_true",
+                        help="with --format jsonl: per-token and per-word log-probabilities")
+    parser.add_argument("--alignments", action="store_true",
+                        help="with --format jsonl: source-output word alignment, Pharaoh format "
+                        "(src-tgt word indices; not available with a CTranslate2 model)")
     parser.add_argument("--chunk-lines", type=bounded_int(1), default=500, metavar="N",
                         help="lines read and translated at a time (1 when stdin is a terminal)")
     parser.add_argument("--on-long-line", choices=LONG_LINE_ACTIONS, default="truncate",
@@ -211,6 +228,21 @@ def format_nbest(first_index: int, nbest: list[list[Translation]]) -> list[str]:
     ]
 
 
+def format_jsonl(first_index: int, nbest: list[list[Translation]], translator: Translator) -> list[str]:
+    """One JSON object per output of consecutive inputs (see the module docstring)."""
+    import json
+
+    from aiayn.inference.words import translation_details
+
+    tokenizer = translator.tokenizers.target
+    return [
+        json.dumps({"line": first_index + i, "rank": rank, "text": entry.text, "score": entry.score,
+                    **translation_details(entry, tokenizer)}, ensure_ascii=False)
+        for i, entries in enumerate(nbest)
+        for rank, entry in enumerate(entries)
+    ]
+
+
 # ------------------------------------------------------------------ command
 def open_source(args: argparse.Namespace, stack: ExitStack) -> tuple[Iterable[str], int, str]:
     """The input lines (--text, --input or stdin), the lines to translate at a time, and the
@@ -252,6 +284,8 @@ def run(args: argparse.Namespace) -> int:
     kept, and the report is written of exactly what was printed."""
     if args.nbest > args.beam:  # each is >= 1 (checked as parsed)
         raise DataError(f"--nbest must be between 1 and --beam ({args.beam}), got {args.nbest}")
+    if (args.scores or args.alignments) and args.format != "jsonl":
+        raise DataError("--scores and --alignments print JSON lines: add --format jsonl")
     if args.report is not None:
         check_report(args)
     translator = load_translator(args.model, args)
@@ -266,12 +300,15 @@ def run(args: argparse.Namespace) -> int:
             try:
                 nbest = translator.translate_nbest(
                     chunk, args.nbest, line_offset=done, on_long_line=args.on_long_line,
+                    token_scores=args.scores or args.report is not None, alignments=args.alignments,
                     **search_settings(args), **control_settings(args),
                 )
             except DataError as error:  # a line too long, with --on-long-line error
                 raise DataError(f"{source_name}: {error} (--on-long-line truncate cuts it)") from None
             seconds += time.perf_counter() - start
-            if args.nbest == 1:
+            if args.format == "jsonl":
+                output = format_jsonl(done, nbest, translator)
+            elif args.nbest == 1:
                 output = [one_line(entries[0].text) for entries in nbest]
             else:
                 output = format_nbest(done, nbest)

@@ -153,5 +153,7 @@ def draw(logits: Tensor, controls: Controls, generator: torch.Generator) -> Tens
     if controls.temperature == 0:
         return logits.argmax(dim=-1)
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # keeps a tiny temperature finite
-    probs = filter_logits(shifted / controls.temperature, controls.top_k, controls.top_p).softmax(dim=-1)
+    # a temperature below the dtype's smallest normal would be 0 in it (0 / 0 = nan at the max)
+    temperature = max(controls.temperature, torch.finfo(shifted.dtype).tiny)
+    probs = filter_logits(shifted / temperature, controls.top_k, controls.top_p).softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)

@@ -13,7 +13,8 @@
 - `sentences`: per line `source`, `hypothesis`, `reference`, `chrf`, `bleu` (sentence scores,
   sacreBLEU, BLEU with effective order), `source_words`, `ratio`, `flags` ({flag: what fired}),
   `unavailable` (flags not computed for this line), `highlight` (source token positions the
-  flags point at), `source_tokens`, `target_tokens` and `attention`;
+  flags point at), `source_tokens`, `target_tokens`, `attention` and `word_scores` ([word,
+  log-probability] of each hypothesis word, or None without token scores);
 - `attention` of a sentence: the encoder-decoder weights of every layer and head, (L, H, T, S),
   each rounded to a byte (weight * 255), zlib-compressed and base64-encoded (`shape` says
   L, H, T, S), or None; `decode_attention` reads it back:
@@ -162,6 +163,8 @@ def build_report(
             "source_tokens": [display_token(t) for t in output.source_tokens],
             "target_tokens": [display_token(t) for t in output.target_tokens],
             "attention": None if output.cross is None else encode_attention(output.cross),
+            "word_scores": None if output.word_scores is None
+            else [[word, round(score, 4)] for word, score in output.word_scores],
         }
         if reference is not None:
             entry["chrf"] = round(chrf_metric.sentence_score(output.hypothesis, [reference]).score, 2)

@@ -48,6 +48,8 @@ class SentenceOutput:
     or None where it is unavailable (model without attention, empty or over-long sentence).
     `source_unknown` / `target_unknown` are positions of unknown or byte-fallback tokens, and
     `unknown_tokens` those tokens' text (source first), as the model saw and produced them.
+    `word_scores` are the hypothesis' whitespace words with their log-probabilities (the sum of
+    their tokens', `aiayn.inference.words`), None when the translation came without token scores.
     """
 
     hypothesis: str
@@ -57,6 +59,7 @@ class SentenceOutput:
     target_unknown: list[int] = field(default_factory=list)
     unknown_tokens: list[str] = field(default_factory=list)
     cross: np.ndarray | None = None
+    word_scores: list[tuple[str, float]] | None = None
 
 
 @dataclass
@@ -84,6 +87,8 @@ def report_outputs(
     encoder-decoder attention of the output's tokens. `seconds`: the decoding time."""
     if len(best) != len(sources):
         raise ValueError(f"{len(sources)} sources but {len(best)} translations")
+    from aiayn.inference.words import translation_details
+
     ids = [translation.tokens for translation in best]
     target_tok, source_tok = translator.tokenizers.target, translator.tokenizers.source
     specials = translator.tokenizers.specials
@@ -96,6 +101,7 @@ def report_outputs(
         tgt_tokens = [target_tok.id_to_token(t) for t in target_ids]
         src_unknown = unknown(src_tokens, src_ids, unk_id)
         tgt_unknown = unknown(tgt_tokens, target_ids, unk_id)
+        details = translation_details(translation, target_tok)
         sentences.append(SentenceOutput(
             hypothesis=translation.text,
             source_tokens=[*src_tokens, eos],
@@ -103,6 +109,7 @@ def report_outputs(
             source_unknown=src_unknown,
             target_unknown=[1 + i for i in tgt_unknown],
             unknown_tokens=[src_tokens[i] for i in src_unknown] + [tgt_tokens[i] for i in tgt_unknown],
+            word_scores=list(zip(details["words"], details["word_scores"], strict=True)) if details else None,
         ))
     config = translator.config
     directory = str(translator.directory) if translator.directory is not None else ""
@@ -129,21 +136,17 @@ def _add_attention(
     translator: Any, sources: list[str], source_ids: list[list[int]], target_ids: list[list[int]],
     sentences: list[SentenceOutput],
 ) -> None:
-    """Fill `cross` of each sentence the model can take whole (non-empty, within max_len): one
-    teacher-forced pass per sentence (a batch of one: no padding) over its output's own ids."""
-    import torch
+    """Fill `cross` of each sentence the model can take whole (non-empty, within max_len), from
+    the translator's own attention pass (`aiayn.inference.torch_translator.cross_attention`)."""
+    from aiayn.inference.torch_translator import cross_attention
 
-    from aiayn.eval_mode import eval_mode
-
-    model, device = translator.model, translator.device
-    limit = model.config.max_len - 1
-    eos_id, bos_id = model.config.eos_id, model.config.bos_id
-    with eval_mode(model):
-        for i, sentence in enumerate(sentences):
-            src_ids, tgt_ids = source_ids[i], target_ids[i]
-            if not sources[i].strip() or len(src_ids) > limit or len(tgt_ids) > limit:
-                continue
-            src = torch.tensor([[*src_ids, eos_id]], dtype=torch.long, device=device)  # (1, S)
-            tgt_in = torch.tensor([[bos_id, *tgt_ids]], dtype=torch.long, device=device)  # (1, T)
-            cross = model.attention_maps(src, tgt_in).cross  # L x (1, H, T, S)
-            sentence.cross = torch.stack([m[0] for m in cross]).float().cpu().numpy()  # (L, H, T, S)
+    limit = translator.config.max_len - 1
+    whole = [
+        i for i in range(len(sentences))
+        if sources[i].strip() and len(source_ids[i]) <= limit and len(target_ids[i]) <= limit
+    ]
+    maps = cross_attention(
+        translator.model, [source_ids[i] for i in whole], [target_ids[i] for i in whole], translator.device
+    )
+    for i, cross in zip(whole, maps, strict=True):
+        sentences[i].cross = cross

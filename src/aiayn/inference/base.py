@@ -17,6 +17,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -96,11 +97,23 @@ class TranslatorBase:
         see `aiayn.decoding.controls`; with `controls.sample` the search is one draw per step."""
         raise NotImplementedError
 
+    def _token_log_probs(
+        self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
+    ) -> list[list[float]]:
+        """log p of each target token, then of `<eos>`, given the source and the tokens before
+        it, for each pair of token-id lists (without `<eos>`): forced decoding."""
+        raise ConfigError(f"per-token scores are not available with a {type(self).__name__}")
+
+    def _cross_attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[np.ndarray]:
+        """(L, H, T, S) encoder-decoder attention of each pair (see `torch_translator.cross_attention`),
+        or `ConfigError` from a runtime that does not give it."""
+        raise ConfigError(f"alignments are not available with a {type(self).__name__}")
+
     def _score_ids(
         self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
     ) -> list[float]:
         """log P(target | source) of each pair of token-id lists (without `<eos>`)."""
-        raise NotImplementedError
+        return [sum(scores) for scores in self._token_log_probs(sources, targets, batch_tokens)]
 
     # ---------------------------------------------------------------- tokens
     def _encode(
@@ -140,7 +153,10 @@ class TranslatorBase:
         self, texts: Sequence[str], nbest: int, beam: int, alpha: float, max_len_extra: int,
         batch_tokens: int, line_offset: int, on_long_line: str, exact_scores: bool,
         controls: Controls = NO_CONTROLS, prefix: str | Sequence[str | None] | None = None,
+        encoded_sources: dict[int, list[int]] | None = None,
     ) -> list[list[Hypothesis]]:
+        """Up to `nbest` hypotheses of each text; `encoded_sources` (when given) receives the
+        source ids of each text that was decoded, by its index."""
         if beam < 1 or not 1 <= nbest <= beam:
             raise ConfigError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
         if batch_tokens < 1:
@@ -154,6 +170,8 @@ class TranslatorBase:
             raise ConfigError(f"sample gives one translation per text; nbest must be 1, got {nbest}")
         encoded = self._encode([texts[i] for i in todo], "source", line_numbers, on_long_line)
         prefixes = self._prefixes(prefix, texts, todo, encoded, max_len_extra, controls, line_numbers)
+        if encoded_sources is not None:
+            encoded_sources.update(zip(todo, encoded, strict=True))
         if encoded:
             found = self._search(
                 encoded, beam, alpha, max_len_extra, nbest, batch_tokens, exact_scores, controls, prefixes
@@ -203,15 +221,50 @@ class TranslatorBase:
     def translate_nbest(
         self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
-        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
+        *, prefix: str | Sequence[str | None] | None = None, token_scores: bool = False,
+        alignments: bool = False, **controls: Any,
     ) -> list[list[Translation]]:
         """See `aiayn.inference.Translator.translate_nbest`."""
+        if alignments:
+            self.check_alignments()
+        sources: dict[int, list[int]] = {}
         hypotheses = self._hypotheses(
             texts, nbest, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, True,
-            make_controls(controls), prefix,
+            make_controls(controls), prefix, sources,
         )
         flat = iter(self.tokenizers.target.decode_batch([h.tokens for hyps in hypotheses for h in hyps]))
-        return [[Translation(next(flat), float(h.score), h.tokens) for h in hyps] for hyps in hypotheses]
+        results = [[Translation(next(flat), float(h.score), h.tokens) for h in hyps] for hyps in hypotheses]
+        if token_scores or alignments:
+            self._add_details(results, sources, batch_tokens, token_scores, alignments)
+        return results
+
+    def check_alignments(self) -> None:
+        """Raise `ConfigError` (one line) when this runtime cannot give alignments."""
+
+    def _add_details(
+        self, results: list[list[Translation]], sources: dict[int, list[int]], batch_tokens: int,
+        token_scores: bool, alignments: bool,
+    ) -> None:
+        """Fill `token_scores` / `alignment` of every translation in `results`, in place."""
+        from aiayn.inference.words import align_words, token_words
+
+        pairs = [(i, k) for i, hyps in enumerate(results) for k in range(len(hyps)) if i in sources]
+        src = [sources[i] for i, _ in pairs]
+        tgt = [results[i][k].tokens for i, k in pairs]
+        scores = self._token_log_probs(src, tgt, batch_tokens) if token_scores and pairs else None
+        maps = self._cross_attention(src, tgt) if alignments and pairs else None
+        source_tokenizer, target_tokenizer = self.tokenizers.source, self.tokenizers.target
+        for hyps in results:  # empty texts: nothing decoded, nothing to score or align
+            hyps[:] = [h._replace(token_scores=[] if token_scores else None,
+                                  alignment=[] if alignments else None) for h in hyps]
+        for n, (i, k) in enumerate(pairs):
+            entry = results[i][k]
+            if scores is not None:
+                entry = entry._replace(token_scores=scores[n])
+            if maps is not None:
+                words = token_words(source_tokenizer, src[n]), token_words(target_tokenizer, tgt[n])
+                entry = entry._replace(alignment=align_words(maps[n], *words))
+            results[i][k] = entry
 
     # ---------------------------------------------------------------- scoring
     def score(

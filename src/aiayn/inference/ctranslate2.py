@@ -256,15 +256,28 @@ class CTranslate2Translator(TranslatorBase):
             log_probs.append(float(sum(result.log_probs if end else result.log_probs[:-1])))
         return log_probs
 
-    def _score_ids(
+    def _token_log_probs(
         self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
-    ) -> list[float]:
+    ) -> list[list[float]]:
+        """CTranslate2's own per-token log-probabilities (`score_batch`, `<eos>` last). An output
+        that search cut at the model's max_len is scored on the tokens it can read back: all but
+        its last, and no `<eos>` step."""
+        limit = self.config.max_len - 1  # score_batch appends <eos> and needs its position
         results = self.runtime.score_batch(
             [[self._source_tokens[i] for i in ids] for ids in sources],
-            [[self._target_tokens[i] for i in ids] for ids in targets],
+            [[self._target_tokens[i] for i in ids[:limit]] for ids in targets],
             max_batch_size=batch_tokens, batch_type="tokens", max_input_length=0,
         )
-        return [float(sum(r.log_probs)) for r in results]
+        return [
+            [float(x) for x in r.log_probs][: limit if len(ids) > limit else None]
+            for r, ids in zip(results, targets, strict=True)
+        ]
+
+    def check_alignments(self) -> None:
+        raise ConfigError(
+            "alignments are not available with a CTranslate2 model (translate with the aiayn model "
+            "directory for them)"
+        )
 
 
 class CTranslate2Generator(GeneratorBase):

@@ -24,11 +24,18 @@ class Translation(NamedTuple):
 
     `score` is log P(Y | X) / lp(Y) (GNMT length penalty; beam 1: log P(Y | X)); `tokens` are
     the generated ids without `<bos>` and `<eos>` (see `aiayn.decoding.common`).
+    `token_scores` (when asked): the model's plain log-probability of each token, then of
+    `<eos>` (len(tokens) + 1 values, but no `<eos>` step for an output cut at the model's max_len;
+    their sum is `score(source, text)`); decoding controls
+    change which tokens are chosen, not these values. `alignment` (when asked): (source word,
+    output word) links (`aiayn.inference.words`). An empty text gives [] for both.
     """
 
     text: str
     score: float
     tokens: list[int]
+    token_scores: list[float] | None = None
+    alignment: list[tuple[int, int]] | None = None
 
 
 @runtime_checkable
@@ -81,16 +88,23 @@ class Translator(Protocol):
     def translate_nbest(
         self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
-        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
+        *, prefix: str | Sequence[str | None] | None = None, token_scores: bool = False,
+        alignments: bool = False, **controls: Any,
     ) -> list[list[Translation]]:
         """For each text up to `nbest` (1 <= nbest <= beam) `Translation`s, best first; an
-        empty text gives `[Translation('', 0.0, [])]`. Other arguments as `translate`."""
+        empty text gives `[Translation('', 0.0, [])]`. `token_scores` / `alignments`: fill
+        those fields (one teacher-forced pass more each; a runtime without the attention
+        raises `ConfigError`). Other arguments as `translate`."""
         ...
 
     def score(
         self, sources: Sequence[str], targets: Sequence[str], batch_tokens: int = DEFAULT_BATCH_TOKENS
     ) -> list[float]:
         """log P(target | source) (natural log, `<eos>` included) of each pair, by forced decoding."""
+        ...
+
+    def check_alignments(self) -> None:
+        """Raise `ConfigError` (one line) when this runtime cannot give word alignments."""
         ...
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -90,21 +91,51 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
                 results[j] = hyps
         return results
 
-    def _score_ids(
+    def _token_log_probs(
         self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
-    ) -> list[float]:
+    ) -> list[list[float]]:
+        """Targets + `<eos>` within the model's max_len; an output that search cut at max_len
+        tokens has no position left for its `<eos>` step, which is then left out."""
         bos_id, eos_id, pad_id = self.config.bos_id, self.config.eos_id, self.config.pad_id
+        limit = self.config.max_len
         src_ids = [[*ids, eos_id] for ids in sources]
-        lengths = [max(len(s), len(t) + 1) for s, t in zip(src_ids, targets, strict=True)]
-        scores = [0.0] * len(sources)
+        labels = [[*ids, eos_id][:limit] for ids in targets]
+        lengths = [max(len(s), len(t)) for s, t in zip(src_ids, labels, strict=True)]
+        scores: list[list[float]] = [[] for _ in sources]
         with eval_mode(self.model):
             for batch in length_batches(lengths, batch_tokens):
                 src = pad_batch([src_ids[i] for i in batch], pad_id, self.device)  # (B, S)
-                tgt_in = pad_batch([[bos_id, *targets[i]] for i in batch], pad_id, self.device)  # (B, T)
-                labels = pad_batch([[*targets[i], eos_id] for i in batch], pad_id, self.device)  # (B, T)
+                fed = [[bos_id, *targets[i]][:limit] for i in batch]
+                tgt_in = pad_batch(fed, pad_id, self.device)  # (B, T)
+                gold = pad_batch([labels[i] for i in batch], pad_id, self.device)  # (B, T)
                 logp = F.log_softmax(self.model(src, tgt_in).float(), dim=-1)  # (B, T, V)
-                token_logp = logp.gather(2, labels[:, :, None]).squeeze(2)  # (B, T)
-                sums = token_logp.masked_fill(labels == pad_id, 0.0).sum(dim=1)  # (B,)
-                for i, value in zip(batch, sums.tolist(), strict=True):
-                    scores[i] = value
+                token_logp = logp.gather(2, gold[:, :, None]).squeeze(2)  # (B, T)
+                for i, row in zip(batch, token_logp.tolist(), strict=True):
+                    scores[i] = row[: len(labels[i])]
         return scores
+
+    def _cross_attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[np.ndarray]:
+        return cross_attention(self.model, sources, targets, self.device)
+
+
+def cross_attention(
+    model: Transformer, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
+    device: torch.device,
+) -> list[np.ndarray]:
+    """The encoder-decoder attention (Sec. 3.2.3) of each (source, output) pair of token ids
+    (without `<eos>`; each within the model's max_len): (L, H, T, S) float32 per pair, rows
+    `<bos>` + output (row t predicts output token t, the last row `<eos>`), columns source +
+    `<eos>` (an output of max_len tokens, cut there by the search: no `<eos>` row). One
+    teacher-forced pass per pair (a batch of one: no padding) of the model's
+    explicit attention path (`Transformer.attention_maps`), whichever step decoding used
+    (compiled or not; int8 linear layers when the model has them)."""
+    eos_id, bos_id = model.config.eos_id, model.config.bos_id
+    maps = []
+    with eval_mode(model), torch.no_grad():
+        for src_ids, tgt_ids in zip(sources, targets, strict=True):
+            src = torch.tensor([[*src_ids, eos_id]], dtype=torch.long, device=device)  # (1, S)
+            fed = [bos_id, *tgt_ids][: model.config.max_len]
+            tgt_in = torch.tensor([fed], dtype=torch.long, device=device)  # (1, T)
+            cross = model.attention_maps(src, tgt_in).cross  # L x (1, H, T, S)
+            maps.append(torch.stack([m[0] for m in cross]).float().cpu().numpy())  # (L, H, T, S)
+    return maps

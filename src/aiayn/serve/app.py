@@ -32,6 +32,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from aiayn.errors import AiaynError
 from aiayn.inference.interface import Generator, Translation, Translator
+from aiayn.inference.words import translation_details
 from aiayn.serve.batching import BatchWorker, Job, WorkerClosed
 from aiayn.serve.page import CONTENT_SECURITY_POLICY, page_html, static_files
 from aiayn.serve.schemas import (
@@ -271,7 +272,7 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
 
     # the document lists the endpoints of this service's model: the other kind's answers 404
     @app.post("/v1/translate", response_model=TranslateResponse, responses=error_responses(),
-              include_in_schema=served.task == "translation")
+              include_in_schema=served.task == "translation", response_model_exclude_none=True)
     async def translate(request: TranslateRequest) -> dict[str, Any]:
         need_task("translation", "/v1/translate")
         if len(request.text) > settings.max_sentences:
@@ -284,14 +285,17 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
             )
         lengths = check_lengths(request.text)
         beam, alpha, nbest = request.beam, request.alpha, request.nbest
+        asked = {"token_scores": request.token_scores, "alignments": request.alignments}
+        if request.alignments:
+            served.model.check_alignments()  # type: ignore[union-attr]  (before any batch holds it)
 
         def decode(served: ServedModel, texts: list[str], batch_tokens: int) -> list[list[Translation]]:
             return served.model.translate_nbest(  # type: ignore[union-attr]
-                texts, nbest, beam=beam, alpha=alpha, batch_tokens=batch_tokens, on_long_line="error"
+                texts, nbest, beam=beam, alpha=alpha, batch_tokens=batch_tokens, on_long_line="error", **asked
             )
 
         if request.plain():
-            key = ("translate", beam, alpha, nbest)
+            key = ("translate", beam, alpha, nbest, request.token_scores, request.alignments)
             job = Job(key=key, run=decode, texts=list(request.text), lengths=lengths)
         else:  # per-request controls (a prefix per sentence, a seed): decoded on its own
             texts, controls = list(request.text), request.controls()
@@ -299,12 +303,16 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
             def decode_alone(served: ServedModel) -> list[list[Translation]]:
                 return served.model.translate_nbest(  # type: ignore[union-attr]
                     texts, nbest, beam=beam, alpha=alpha, batch_tokens=settings.max_batch_tokens,
-                    on_long_line="error", **controls,
+                    on_long_line="error", **controls, **asked,
                 )
 
             job = Job(key=None, run=decode_alone)
         nbests = await run_job(job) if request.text else []
-        return {"translations": [[{"text": t.text, "score": t.score} for t in hyps] for hyps in nbests]}
+        tokenizer = served.model.tokenizers.target  # type: ignore[union-attr]
+        return {"translations": [
+            [{"text": t.text, "score": t.score, **translation_details(t, tokenizer)} for t in hyps]
+            for hyps in nbests
+        ]}
 
     @app.post("/v1/generate", response_model=GenerateResponse, responses=error_responses(),
               include_in_schema=served.task == "lm")

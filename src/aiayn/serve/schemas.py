@@ -75,6 +75,10 @@ class TranslateRequest(Strict):
                                       description="penalise tokens already generated (1: off)")
     max_output_ratio: float | None = Field(None, gt=0.0, le=1000.0, allow_inf_nan=False,
                                            description="output tokens <= ceil(ratio x source tokens)")
+    token_scores: bool = Field(False, description="also return each translation's token_scores, words and "
+                               "word_scores (the model's plain log-probabilities)")
+    alignments: bool = Field(False, description="also return each translation's source-output word "
+                             "alignment (Pharaoh format; not available with a CTranslate2 model: 422)")
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> TranslateRequest:
@@ -103,6 +107,14 @@ class TranslateRequest(Strict):
 class Translation(BaseModel):
     text: str
     score: float
+    token_scores: list[float] | None = Field(
+        None, description="with token_scores: log p of each output token, `<eos>` last (their sum is the "
+        "forced-decoding score of the pair)")
+    words: list[str] | None = Field(None, description="with token_scores: the output's whitespace words")
+    word_scores: list[float] | None = Field(
+        None, description="with token_scores: each word's tokens' log p summed")
+    alignment: str | None = Field(
+        None, description="with alignments: source-output word links, Pharaoh format (`0-0 1-2`)")
 
 
 class TranslateResponse(BaseModel):

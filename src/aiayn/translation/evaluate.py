@@ -76,6 +76,7 @@ def evaluate_translation(
     max_len_extra: int = 50,
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     lowercase: bool = False,
+    token_scores: bool = False,
 ) -> TranslationEvaluation:
     """Translate `sources` and score them against `references` (detokenized, sacrebleu 13a).
 
@@ -85,11 +86,14 @@ def evaluate_translation(
         sources, references: aligned sentences (same count).
         beam, alpha, max_len_extra, batch_tokens: decoding settings (`Translator.translate`).
         lowercase: case-insensitive BLEU and chrF.
+        token_scores: fill each translation's `token_scores` (for the report).
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
     start = time.perf_counter()
-    nbests = translator.translate_nbest(sources, 1, beam, alpha, max_len_extra, batch_tokens)
+    nbests = translator.translate_nbest(
+        sources, 1, beam, alpha, max_len_extra, batch_tokens, token_scores=token_scores
+    )
     best = [hyps[0] for hyps in nbests]
     hypotheses = [translation.text for translation in best]
     seconds = time.perf_counter() - start

@@ -6,7 +6,8 @@
    Hooks for tests: body[data-ready="1"] once drawn; table#sentences carries data-sort and
    data-order; each row tr[data-id] has td.c-<column> cells and span.flag[data-flag] chips
    (class "unavailable" where a flag could not be computed); #attention-card carries
-   data-sentence and data-state ("loading", then "shown" or "unavailable"). */
+   data-sentence and data-state ("loading", then "shown" or "unavailable"); #word-scores holds
+   the clicked sentence's span.word[data-score] (class "low" under LOW_PROBABILITY). */
 "use strict";
 const DATA = JSON.parse(document.getElementById("aiayn-data").textContent);
 const $ = (id) => document.getElementById(id);
@@ -291,9 +292,25 @@ function markFlagged() {
     if (node.classList.contains("flagged") !== on) node.classList.toggle("flagged", on);
   });
 }
+const LOW_PROBABILITY = 0.5;  // a word the model gives less probability than this is coloured
+function showWordScores(s) {
+  const box = $("word-scores");
+  box.replaceChildren();
+  box.hidden = !s.word_scores;
+  if (!s.word_scores) return;
+  box.append(el("span", {class: "hint"}, `log-probability of each word (p < ${LOW_PROBABILITY} coloured): `));
+  for (const [word, score] of s.word_scores) {
+    const p = Math.exp(score), low = p < LOW_PROBABILITY;
+    const span = el("span", {class: low ? "word low" : "word", "data-score": String(score),
+                             title: `log p = ${score.toFixed(4)}, p = ${p.toFixed(3)}`}, word);
+    if (low) span.style.background = `rgba(220, 50, 47, ${(0.25 + 0.75 * (1 - p / LOW_PROBABILITY)).toFixed(3)})`;
+    box.append(span, " ");
+  }
+}
 async function showAttention(id) {
   const s = DATA.sentences[id], card = $("attention-card");
   card.hidden = false;
+  showWordScores(s);
   card.dataset.state = "loading";
   card.dataset.sentence = String(id);
   $("attention-sentence").textContent = `#${id + 1}`;
