@@ -240,7 +240,7 @@ def _quiet():
 def _import_marian(directory: Path) -> tuple[nn.Module, TokenizerPair]:
     from transformers import MarianConfig, MarianMTModel
 
-    from aiayn.data.sentencepiece_tokenizer import MARIAN_VOCAB, has_marian_pair, load_marian_pair, read_vocab
+    from aiayn.data.sentencepiece_tokenizer import MARIAN_VOCAB, has_marian_pair, read_vocab
     from aiayn.model.transformer import Transformer
 
     if (directory / "target_vocab.json").is_file():
@@ -270,7 +270,7 @@ def _import_marian(directory: Path) -> tuple[nn.Module, TokenizerPair]:
                 ignored=("embed_positions.weight", "final_logits_bias"))
     specials = SpecialTokens.of(config)
     if spm:
-        tokenizers = load_marian_pair(directory, specials)
+        tokenizers = TokenizerPair.load(directory, specials)
     else:
         origin = f"{directory} tokenizer"
         source, target = (Tokenizer(t.backend_tokenizer, specials, origin=origin) for t in fast)
