@@ -25,7 +25,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -35,6 +35,9 @@ from torch.overrides import TorchFunctionMode
 
 from aiayn.errors import CheckpointError
 from aiayn.files import atomic_write, atomic_write_text
+
+if TYPE_CHECKING:
+    from aiayn.model.config import ModelConfig
 
 # The model classes import this module to offer `save_pretrained` / `from_pretrained`, and
 # importing `aiayn.model.config` runs `aiayn.model`'s `__init__`: so `aiayn.model.config` is
@@ -141,14 +144,15 @@ def meta_model(build: Callable[[], nn.Module], where: str | Path) -> nn.Module:
         raise CheckpointError(f"{where}: describes a model too large to build ({detail})") from None
 
 
-def check_weights_file(model: nn.Module, path: Path) -> None:
+def check_weights_file(model: nn.Module, path: Path, stored: dict[str, StoredTensor] | None = None) -> None:
     """Check the safetensors header at `path` against `model`'s tensors (their names, shapes
     and kinds of dtype) without reading any tensor data; `model` may be on the meta device.
 
     Tied weights are stored once, under one of their names. Raises `CheckpointError` naming
-    the first tensor that is unexpected, missing, or of another shape or dtype.
+    the first tensor that is unexpected, missing, or of another shape or dtype. `stored`: the
+    header already read (`read_weights_header(path)`), or None to read it.
     """
-    stored = read_weights_header(path)
+    stored = read_weights_header(path) if stored is None else stored
     expected = model.state_dict(keep_vars=True)
     for name, tensor in stored.items():
         if name not in expected:
@@ -192,9 +196,10 @@ def _size(num_bytes: int) -> str:
     return f"{num_bytes} bytes"
 
 
-def load_weights(model: nn.Module, path: Path) -> None:
-    """Load safetensors weights into `model`, checking every tensor's name and shape first."""
-    check_weights_file(model, path)
+def load_weights(model: nn.Module, path: Path, stored: dict[str, StoredTensor] | None = None) -> None:
+    """Load safetensors weights into `model`, checking every tensor's name and shape first
+    (against `stored`, the header already read, when given)."""
+    check_weights_file(model, path, stored)
     try:
         tensors = load_file(str(path))
     except (SafetensorError, OSError, ValueError) as error:
@@ -224,29 +229,78 @@ def save_pretrained(model: nn.Module, directory: str | Path) -> Path:
     return directory
 
 
+@dataclass(frozen=True)
+class ModelDirectory:
+    """A model directory as `read_model_dir` reads it, in one pass: `config.json` and the
+    safetensors header (no tensor data). Building the model (`build_model`) and loading its
+    weights (`load_weights`) follow from it, one way."""
+
+    path: Path
+    model_json: dict[str, Any]
+    """`config.json` as read (format version, model type, constructor arguments, config)."""
+    config: ModelConfig
+    weights: dict[str, StoredTensor]
+    """The safetensors header: each stored tensor's shape and dtype."""
+
+    @property
+    def model_type(self) -> str:
+        return self.model_json["model_type"]
+
+    @property
+    def extra(self) -> dict[str, Any]:
+        """Constructor arguments besides the config (e.g. `num_classes`)."""
+        described = ("format_version", "model_type", "config")
+        return {k: v for k, v in self.model_json.items() if k not in described}
+
+    @property
+    def config_path(self) -> Path:
+        return self.path / CONFIG_FILE
+
+    @property
+    def weights_path(self) -> Path:
+        return self.path / WEIGHTS_FILE
+
+
+def read_model_dir(directory: str | Path) -> ModelDirectory:
+    """The one reader of a model directory: `config.json` (checked, parsed into a `ModelConfig`)
+    and the safetensors header, each read once."""
+    from aiayn.model.config import ModelConfig
+
+    directory = Path(directory)
+    data = read_model_json(directory)
+    try:
+        config = ModelConfig.from_dict(data["config"])
+    except (TypeError, ValueError) as error:
+        raise CheckpointError(f"{directory / CONFIG_FILE}: {error}") from None
+    return ModelDirectory(directory, data, config, read_weights_header(directory / WEIGHTS_FILE))
+
+
 Model = TypeVar("Model", bound=nn.Module)
+
+
+def build_model(record: ModelDirectory, model_class: type[Model]) -> Model:
+    """The model `record` describes, built as `model_class` (its weights not loaded yet), once
+    its layout on the meta device agrees with the weights header: nothing is allocated for a
+    config the weights contradict, or one too large to hold."""
+    if record.model_type != model_class.model_type:
+        raise CheckpointError(
+            f"{record.path} holds a {record.model_type!r} model, not a {model_class.model_type!r}"
+        )
+    layout = meta_model(lambda: model_class(record.config, **record.extra), record.config_path)
+    check_weights_file(layout, record.weights_path, record.weights)  # before anything is allocated
+    check_unstored_buffers(layout, record.weights_path, record.config_path)
+    return model_class(record.config, **record.extra)
+
+
+def open_model(record: ModelDirectory, model_class: type[Model], device: str | torch.device = "cpu") -> Model:
+    """`build_model`, then its weights loaded, on `device`, in eval mode."""
+    model = build_model(record, model_class)
+    load_weights(model, record.weights_path, record.weights)
+    return model.to(device).eval()
 
 
 def from_pretrained(
     model_class: type[Model], directory: str | Path, device: str | torch.device = "cpu"
 ) -> Model:
     """Build `model_class` from a model directory's config and load its weights."""
-    from aiayn.model.config import ModelConfig
-
-    data = read_model_json(directory)
-    if data["model_type"] != model_class.model_type:
-        raise CheckpointError(
-            f"{directory} holds a {data['model_type']!r} model, not a {model_class.model_type!r}"
-        )
-    try:
-        config = ModelConfig.from_dict(data["config"])
-    except (TypeError, ValueError) as error:
-        raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: {error}") from None
-    kwargs = {k: v for k, v in data.items() if k not in ("format_version", "model_type", "config")}
-    config_path, weights_path = Path(directory) / CONFIG_FILE, Path(directory) / WEIGHTS_FILE
-    layout = meta_model(lambda: model_class(config, **kwargs), config_path)
-    check_weights_file(layout, weights_path)  # before anything is allocated
-    check_unstored_buffers(layout, weights_path, config_path)
-    model = model_class(config, **kwargs)
-    load_weights(model, weights_path)
-    return model.to(device).eval()
+    return open_model(read_model_dir(directory), model_class, device)

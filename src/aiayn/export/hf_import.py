@@ -27,7 +27,7 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.errors import ConfigError
-from aiayn.export.common import output_directory, require
+from aiayn.export.common import output_directory
 from aiayn.export.hf_mapping import (
     Rule,
     feature_order,
@@ -38,6 +38,7 @@ from aiayn.export.hf_mapping import (
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
 from aiayn.model_dir import is_model_dir
+from aiayn.optional import require
 
 log = logging.getLogger(__name__)
 
