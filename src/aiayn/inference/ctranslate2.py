@@ -23,7 +23,6 @@ gets its own limit). Two differences remain:
 
 from __future__ import annotations
 
-import math
 import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,7 +32,7 @@ import numpy as np
 import torch
 
 from aiayn.ctranslate2_format import read_export, vocabulary
-from aiayn.decoding.common import Hypothesis, length_penalty, never_generated
+from aiayn.decoding.common import Hypothesis, length_penalty, never_generated, output_length_limit
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError
@@ -136,9 +135,9 @@ class CTranslate2Translator(TranslatorBase):
         for j, ids in enumerate(sources):
             by_length.setdefault(len(ids) + 1, []).append(j)  # + 1: the <eos> CTranslate2 appends
         for length, group in sorted(by_length.items(), reverse=True):
-            limit = max(1, min(length + max_len_extra, self.config.max_len))
-            if controls.max_output_ratio is not None:
-                limit = min(limit, max(1, math.ceil(controls.max_output_ratio * length)))
+            limit = output_length_limit(
+                length, max_len_extra, None, self.config.max_len, controls.max_output_ratio
+            )
             per_batch = max(1, batch_tokens // length)
             for start in range(0, len(group), per_batch):
                 batch = group[start : start + per_batch]
