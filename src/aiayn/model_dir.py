@@ -87,16 +87,20 @@ def load_model_of(record: ModelDirectory, device: str | torch.device = "cpu") ->
     return open_model(record, model_class(record), device)
 
 
-def load_tokenizers(directory: Path, config: ModelConfig, model_type: str) -> TokenizerPair:
+def load_tokenizers(
+    directory: Path, config: ModelConfig, model_type: str, check_fits: bool = True
+) -> TokenizerPair:
     """The tokenizer(s) of a model directory, with the model's special ids (a language model's
-    one tokenizer serves as both sides)."""
+    one tokenizer serves as both sides); `check_fits`: refuse a tokenizer with ids the
+    model's embeddings lack (the inference interfaces check that themselves)."""
     specials = SpecialTokens.of(config)
     if model_type == "decoder_only":
         tokenizer = Tokenizer.load(directory / JOINT_FILE, specials)
         tokenizers = TokenizerPair(tokenizer, tokenizer)
     else:
         tokenizers = TokenizerPair.load(directory, specials)
-    source_size = config.tgt_vocab_size if model_type == "decoder_only" else config.src_vocab_size
-    tokenizers.source.check_fits(source_size, "the model's source embedding")
-    tokenizers.target.check_fits(config.tgt_vocab_size, "the model's target embedding")
+    if check_fits:
+        source_size = config.tgt_vocab_size if model_type == "decoder_only" else config.src_vocab_size
+        tokenizers.source.check_fits(source_size, "the model's source embedding")
+        tokenizers.target.check_fits(config.tgt_vocab_size, "the model's target embedding")
     return tokenizers

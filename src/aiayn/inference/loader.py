@@ -116,7 +116,7 @@ def _load_torch(
             raise ConfigError("compile on CPU needs a C++ compiler (g++ or clang++) on the PATH")
     # A loaded model is not trained further: its weights can be prepacked, or quantized.
     model = accelerate(model, quantize, compile)
-    tokenizers = load_tokenizers(record.path, record.config, record.model_type)
+    tokenizers = load_tokenizers(record.path, record.config, record.model_type, check_fits=False)
     if record.model_type == "transformer":
         from aiayn.inference.torch_translator import TorchTranslator
 
