@@ -32,10 +32,9 @@ import torch
 from aiayn.data.corpus import read_lines
 from aiayn.data.paths import data_root
 from aiayn.decoding import greedy_search
-from aiayn.decoding.common import log_probs, never_generated
+from aiayn.decoding.common import log_probs, never_generated, padding_mask_or_none
 from aiayn.inference import load
 from aiayn.model import ModelConfig, Transformer
-from aiayn.model.masks import padding_mask_or_none
 from aiayn.translation import evaluate_translation
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

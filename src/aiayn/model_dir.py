@@ -1,267 +1,106 @@
-"""Model directories: reading, checking and writing them (`load_model`, `save_pretrained`,
-`from_pretrained`).
+"""Model directories: `load_model` builds whichever aiayn model a directory holds.
 
-Not a paper module: it keeps broken or hostile files away from the model (`aiayn.model`),
-whose classes inherit `save_pretrained` / `from_pretrained` from `PretrainedMixin` here.
-
-A *model directory* holds `config.json` (format version, model type, `ModelConfig`) and
-`model.safetensors` (the weights). Weights are read only from safetensors, which cannot
-run code when loaded; a tensor whose name or shape disagrees with the config is an error
-naming the tensor.
-
-Nothing is allocated before the config and the weights agree: the model the config describes
-is first laid out on the `meta` device (shapes and dtypes, no memory) and compared with the
-safetensors header (names, shapes, dtypes; no tensor data read), so a `config.json` with
-`d_model: 1000000000` is a one-line error rather than a 252 GB allocation. Buffers that the
-weights file does not store (the sinusoidal table) may not take more memory than the weights
-file itself, or `UNSTORED_BUFFER_LIMIT`, whichever is larger.
+The format itself (file names, reading and checking `config.json` and the weights header,
+writing) lives in `aiayn.model_format`, which imports no model class; its names are
+re-exported here for the callers that know them from this module.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import torch
-from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_model
 from torch import nn
-from torch.overrides import TorchFunctionMode
 
+from aiayn.data.special_tokens import SpecialTokens
+from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
 from aiayn.errors import CheckpointError
-from aiayn.files import atomic_write, atomic_write_text
+from aiayn.model.config import ModelConfig
+from aiayn.model.decoder_only import DecoderOnlyLM
+from aiayn.model.encoder_only import EncoderOnly
+from aiayn.model.transformer import Transformer
+from aiayn.model_format import (
+    CONFIG_FILE,
+    UNSTORED_BUFFER_LIMIT,
+    WEIGHTS_FILE,
+    ModelDirectory,
+    StoredTensor,
+    build_model,
+    check_unstored_buffers,
+    check_weights_file,
+    from_pretrained,
+    is_model_dir,
+    load_weights,
+    meta_model,
+    open_model,
+    read_model_dir,
+    read_model_json,
+    read_weights_header,
+    save_pretrained,
+)
 
-if TYPE_CHECKING:
-    from aiayn.model.config import ModelConfig
+__all__ = [
+    "CONFIG_FILE",
+    "MODEL_CLASSES",
+    "UNSTORED_BUFFER_LIMIT",
+    "WEIGHTS_FILE",
+    "ModelDirectory",
+    "StoredTensor",
+    "build_model",
+    "check_unstored_buffers",
+    "check_weights_file",
+    "from_pretrained",
+    "is_model_dir",
+    "load_model",
+    "load_model_of",
+    "load_tokenizers",
+    "load_weights",
+    "meta_model",
+    "model_class",
+    "open_model",
+    "read_model_dir",
+    "read_model_json",
+    "read_weights_header",
+    "save_pretrained",
+]
 
-# aiayn.model imports this module (its classes are `PretrainedMixin`s), so this module imports
-# aiayn.model inside its functions: either can then be imported first.
-
-CONFIG_FILE = "config.json"
-WEIGHTS_FILE = "model.safetensors"
-UNSTORED_BUFFER_LIMIT = 256 * 2**20
-"""Bytes of buffers not stored in the weights file that a model directory may always imply."""
-
-
-def _refuse_constant(name: str) -> None:
-    raise ValueError(f"{name} is not a valid number")
-
-
-def read_model_json(directory: str | Path) -> dict[str, Any]:
-    """Read and check `config.json` of a model directory."""
-    from aiayn.model.config import FORMAT_VERSION
-
-    path = Path(directory) / CONFIG_FILE
-    if not path.is_file():
-        raise CheckpointError(f"{directory} is not a model directory: {CONFIG_FILE} is missing")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"), parse_constant=_refuse_constant)
-    except (UnicodeDecodeError, ValueError) as error:  # json.JSONDecodeError is a ValueError
-        raise CheckpointError(f"{path}: not valid JSON ({error})") from None
-    if not isinstance(data, dict) or "config" not in data or "model_type" not in data:
-        raise CheckpointError(f"{path}: expected keys 'format_version', 'model_type', 'config'")
-    version = data.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise CheckpointError(
-            f"{path}: format_version {version!r} is not supported (this aiayn reads up to "
-            f"{FORMAT_VERSION})"
-        )
-    return data
-
-
-def is_model_dir(path: str | Path) -> bool:
-    """Whether `path` is an aiayn model directory (its `config.json` has a `config` section,
-    which a Hugging Face `config.json` has not)."""
-    try:
-        data = json.loads((Path(path) / CONFIG_FILE).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
-        return False
-    return isinstance(data, dict) and "config" in data and "model_type" in data
-
-
-@dataclass(frozen=True)
-class StoredTensor:
-    """A tensor as a safetensors header describes it."""
-
-    shape: tuple[int, ...]
-    dtype: str  # safetensors' name: 'F32', 'BF16', 'I64', ...
-
-    @property
-    def is_floating_point(self) -> bool:
-        return self.dtype.startswith(("F", "BF"))
-
-
-def read_weights_header(path: Path) -> dict[str, StoredTensor]:
-    """Names, shapes and dtypes of the tensors of a safetensors file, from its header alone
-    (no tensor data is read or allocated)."""
-    if not path.is_file():
-        raise CheckpointError(f"{path} is missing")
-    try:
-        with safe_open(str(path), framework="pt") as file:
-            slices = {name: file.get_slice(name) for name in file.keys()}  # noqa: SIM118 (not a dict)
-            return {
-                name: StoredTensor(tuple(part.get_shape()), part.get_dtype()) for name, part in slices.items()
-            }
-    except (SafetensorError, OSError, ValueError) as error:
-        raise CheckpointError(f"{path}: not a readable safetensors file ({error})") from None
-
-
-class _OneByteOnOverflow(TorchFunctionMode):
-    """Under `meta_model`: a tensor whose size in bytes overflows 64 bits (d_model = 10^9 makes
-    a (3 x 10^9, 10^9) projection) is laid out with 1-byte elements instead, so that its shape
-    can still be compared with the weights (only shapes and kinds of dtype are compared)."""
-
-    def __torch_function__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        try:
-            return func(*args, **kwargs)
-        except RuntimeError as error:
-            dtype = kwargs.get("dtype") or torch.get_default_dtype()
-            if "overflow" not in str(error) or not dtype.is_floating_point:
-                raise
-            try:
-                return func(*args, **(kwargs | {"dtype": torch.float8_e4m3fn}))
-            except Exception:  # not a factory function taking a dtype: the first error stands
-                raise error from None
-
-
-def meta_model(build: Callable[[], nn.Module], where: str | Path) -> nn.Module:
-    """The model `build()` makes, laid out on the `meta` device: every tensor's shape and dtype,
-    no memory. A config too large even to lay out raises `CheckpointError` naming `where`."""
-    try:
-        with torch.device("meta"), _OneByteOnOverflow():
-            return build()
-    except (TypeError, ValueError) as error:  # e.g. an unknown or bad extra key
-        raise CheckpointError(f"{where}: {error}") from None
-    except RuntimeError as error:  # "Storage size calculation overflowed with sizes=[...]"
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise CheckpointError(f"{where}: describes a model too large to build ({detail})") from None
-
-
-def check_weights_file(model: nn.Module, path: Path) -> None:
-    """Check the safetensors header at `path` against `model`'s tensors (their names, shapes
-    and kinds of dtype) without reading any tensor data; `model` may be on the meta device.
-
-    Tied weights are stored once, under one of their names. Raises `CheckpointError` naming
-    the first tensor that is unexpected, missing, or of another shape or dtype.
-    """
-    stored = read_weights_header(path)
-    expected = model.state_dict(keep_vars=True)
-    for name, tensor in stored.items():
-        if name not in expected:
-            raise CheckpointError(f"{path}: unexpected tensor {name!r} for this model config")
-        want = expected[name]
-        if tensor.shape != tuple(want.shape):
-            raise CheckpointError(
-                f"{path}: tensor {name!r} has shape {tensor.shape} but the config expects {tuple(want.shape)}"
-            )
-        if tensor.is_floating_point != want.is_floating_point():
-            raise CheckpointError(
-                f"{path}: tensor {name!r} is stored as {tensor.dtype} but the model expects {want.dtype}"
-            )
-    stored_objects = {id(expected[name]) for name in stored}
-    for name, tensor in expected.items():  # a tied weight counts as stored under any of its names
-        if name not in stored and id(tensor) not in stored_objects:
-            raise CheckpointError(f"{path}: tensor {name!r} is missing")
-
-
-def check_unstored_buffers(model: nn.Module, path: Path, where: str | Path) -> None:
-    """Refuse a config whose buffers that `path` does not store (the sinusoidal table of
-    `max_len` x `d_model`) would take more memory than the weights file, and more than
-    `UNSTORED_BUFFER_LIMIT`; `model` may be on the meta device."""
-    stored = model.state_dict(keep_vars=True).keys()
-    unstored = [(name, b) for name, b in model.named_buffers() if name not in stored]
-    total = sum(b.numel() * b.element_size() for _, b in unstored)
-    file_size = path.stat().st_size
-    if total > max(file_size, UNSTORED_BUFFER_LIMIT):
-        name, largest = max(unstored, key=lambda item: item[1].numel() * item[1].element_size())
-        raise CheckpointError(
-            f"{where}: buffers not stored with the weights (the largest: {name!r} of shape "
-            f"{tuple(largest.shape)}) would take {_size(total)}, more than the {_size(file_size)} "
-            f"of {path}: refusing to allocate them"
-        )
-
-
-def _size(num_bytes: int) -> str:
-    for unit, scale in (("GB", 10**9), ("MB", 10**6), ("kB", 10**3)):
-        if num_bytes >= scale:
-            return f"{num_bytes / scale:,.1f} {unit}"
-    return f"{num_bytes} bytes"
-
-
-def load_weights(model: nn.Module, path: Path) -> None:
-    """Load safetensors weights into `model`, checking every tensor's name and shape first."""
-    check_weights_file(model, path)
-    try:
-        tensors = load_file(str(path))
-    except (SafetensorError, OSError, ValueError) as error:
-        raise CheckpointError(f"{path}: not a readable safetensors file ({error})") from None
-    model.load_state_dict(tensors, strict=False)
-
-
-class PretrainedMixin:
-    """`save_pretrained` / `from_pretrained` for the aiayn models (`Transformer`,
-    `DecoderOnlyLM`, `EncoderOnly` inherit them)."""
-
-    model_type: str = ""
-    config: ModelConfig
-
-    def extra_json(self) -> dict[str, Any]:
-        """Constructor arguments besides the config (e.g. `num_classes`)."""
-        return {}
-
-    def save_pretrained(self, directory: str | Path) -> Path:
-        """Write `config.json` and `model.safetensors` into `directory` (atomically)."""
-        from aiayn.model.config import FORMAT_VERSION
-
-        directory = Path(directory)
-        directory.mkdir(parents=True, exist_ok=True)
-        assert isinstance(self, nn.Module)
-        atomic_write(directory / WEIGHTS_FILE, lambda tmp: save_model(self, str(tmp)))
-        data = {
-            "format_version": FORMAT_VERSION,
-            "model_type": self.model_type,
-            **self.extra_json(),
-            "config": {k: v for k, v in self.config.to_dict().items() if k != "format_version"},
-        }
-        atomic_write_text(directory / CONFIG_FILE, json.dumps(data, indent=2) + "\n")
-        return directory
-
-    @classmethod
-    def from_pretrained(cls, directory: str | Path, device: str | torch.device = "cpu"):
-        """Build the model from a model directory's config and load its weights."""
-        from aiayn.model.config import ModelConfig
-
-        data = read_model_json(directory)
-        if data["model_type"] != cls.model_type:
-            raise CheckpointError(
-                f"{directory} holds a {data['model_type']!r} model, not a {cls.model_type!r}"
-            )
-        try:
-            config = ModelConfig.from_dict(data["config"])
-        except (TypeError, ValueError) as error:
-            raise CheckpointError(f"{Path(directory) / CONFIG_FILE}: {error}") from None
-        kwargs = {k: v for k, v in data.items() if k not in ("format_version", "model_type", "config")}
-        config_path, weights_path = Path(directory) / CONFIG_FILE, Path(directory) / WEIGHTS_FILE
-        layout = meta_model(lambda: cls(config, **kwargs), config_path)
-        check_weights_file(layout, weights_path)  # before anything is allocated
-        check_unstored_buffers(layout, weights_path, config_path)
-        model = cls(config, **kwargs)
-        load_weights(model, weights_path)
-        return model.to(device).eval()
+MODEL_CLASSES: dict[str, type[nn.Module]] = {
+    model_class.model_type: model_class for model_class in (Transformer, DecoderOnlyLM, EncoderOnly)
+}
+"""The model class of each `model_type` a `config.json` may name."""
 
 
 def load_model(directory: str | Path, device: str | torch.device = "cpu") -> nn.Module:
     """Load whichever aiayn model a model directory holds."""
-    from aiayn.model.decoder_only import DecoderOnlyLM
-    from aiayn.model.encoder_only import EncoderOnly
-    from aiayn.model.transformer import Transformer
+    return load_model_of(read_model_dir(directory), device)
 
-    model_type = read_model_json(directory)["model_type"]
-    for model_class in (Transformer, DecoderOnlyLM, EncoderOnly):
-        if model_class.model_type == model_type:
-            return model_class.from_pretrained(directory, device)
-    raise CheckpointError(f"{directory}: unknown model_type {model_type!r}")
+
+def model_class(record: ModelDirectory) -> type[nn.Module]:
+    """The model class of the `model_type` that `record` names."""
+    if record.model_type not in MODEL_CLASSES:
+        raise CheckpointError(f"{record.path}: unknown model_type {record.model_type!r}")
+    return MODEL_CLASSES[record.model_type]
+
+
+def load_model_of(record: ModelDirectory, device: str | torch.device = "cpu") -> nn.Module:
+    """The model of a directory already read (`read_model_dir`), its weights loaded."""
+    return open_model(record, model_class(record), device)
+
+
+def load_tokenizers(
+    directory: Path, config: ModelConfig, model_type: str, check_fits: bool = True
+) -> TokenizerPair:
+    """The tokenizer(s) of a model directory, with the model's special ids (a language model's
+    one tokenizer serves as both sides); `check_fits`: refuse a tokenizer with ids the
+    model's embeddings lack (the inference interfaces check that themselves)."""
+    specials = SpecialTokens.of(config)
+    if model_type == "decoder_only":
+        tokenizer = Tokenizer.load(directory / JOINT_FILE, specials)
+        tokenizers = TokenizerPair(tokenizer, tokenizer)
+    else:
+        tokenizers = TokenizerPair.load(directory, specials)
+    if check_fits:
+        source_size = config.tgt_vocab_size if model_type == "decoder_only" else config.src_vocab_size
+        tokenizers.source.check_fits(source_size, "the model's source embedding")
+        tokenizers.target.check_fits(config.tgt_vocab_size, "the model's target embedding")
+    return tokenizers

@@ -13,7 +13,7 @@ import torch
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from aiayn.decoding import beam_search, controls, greedy_search
+from aiayn.decoding import beam_search, common, controls, greedy_search
 from aiayn.decoding.controls import Controls
 
 from .helpers import DEFAULT_SPECIALS, source_batch, tiny_transformer
@@ -110,8 +110,12 @@ def test_the_property_catches_a_planted_bug(monkeypatch, bug):
     elif bug == "prefix not forced":
         planted = {"force_prefix": lambda logp, wanted, before: logp}
     else:
-        planted = {"ratio_limits": lambda limits, src, pad_id, ratio: limits}
-    for module in map(importlib.import_module, ("aiayn.decoding.greedy", "aiayn.decoding.beam_search")):
+        real_rule = common.output_length_limit
+        planted = {"output_length_limit": lambda length, extra, steps, max_len, ratio: real_rule(
+            length, extra, steps, max_len, None)}
+    modules = ("aiayn.decoding.greedy", "aiayn.decoding.beam_search", "aiayn.decoding.controls",
+               "aiayn.decoding.common")
+    for module in map(importlib.import_module, modules):
         for name, function in planted.items():
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, function)

@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from torch import Tensor
 
+from aiayn.decoding.common import padding_mask_or_none
 from aiayn.model import (
     AttentionContext,
     MultiHeadAttention,
@@ -21,7 +22,6 @@ from aiayn.model import (
     scaled_dot_product_attention,
     subsequent_mask,
 )
-from aiayn.model.masks import padding_mask_or_none
 
 from .helpers import build, pad_to_lengths, random_tokens
 

@@ -12,6 +12,7 @@ from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
 from aiayn.errors import CheckpointError, DataError
 from aiayn.model import EncoderOnly
+from aiayn.model_dir import open_model, read_model_dir
 
 
 class Prediction(NamedTuple):
@@ -35,13 +36,13 @@ class Classifier:
     @classmethod
     def load(cls, directory: str | Path, device: str | torch.device = "cpu") -> Classifier:
         """Read the model, tokenizer and label names from a model directory."""
-        directory = Path(directory)
-        model = EncoderOnly.from_pretrained(directory, device=device)
+        record = read_model_dir(directory)
+        model = open_model(record, EncoderOnly, device)
         extra = model.config.extra if isinstance(model.config.extra, dict) else {}
         labels = extra.get("labels")
         if not isinstance(labels, list) or not all(isinstance(label, str) for label in labels):
             labels = [str(i) for i in range(model.num_classes)]  # a model trained elsewhere
-        tokenizer = Tokenizer.load(directory / JOINT_FILE, SpecialTokens.of(model.config))
+        tokenizer = Tokenizer.load(record.path / JOINT_FILE, SpecialTokens.of(model.config))
         return cls(model, tokenizer, labels)
 
     def predict(self, texts: list[str], origin: str = "input") -> list[Prediction]:

@@ -15,20 +15,18 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
-from aiayn.cli.report_arguments import add_report_arguments, check_report_arguments
-from aiayn.cli.translate import (
+from aiayn.cli.options import (
     add_compile_argument,
     add_model_arguments,
     add_search_arguments,
-    load_translator,
+    evaluate,
     one_line,
-    search_settings,
+    read_parallel_files,
 )
-from aiayn.errors import DataError
+from aiayn.cli.report_arguments import add_report_arguments, check_report_arguments
 
 if TYPE_CHECKING:
-    from aiayn.inference import Translator
-    from aiayn.translation.evaluate import TranslationEvaluation
+    pass
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,34 +44,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON here")
     add_report_arguments(parser, with_reference=True)
     parser.set_defaults(func=run)
-
-
-def read_parallel_files(input_path: str, ref_path: str) -> tuple[list[str], list[str]]:
-    """Read two line-aligned files; differing line counts raise `DataError` naming both."""
-    from aiayn.data.corpus import read_lines
-
-    sources, references = read_lines(input_path), read_lines(ref_path)
-    if len(sources) != len(references):
-        raise DataError(
-            f"{input_path} has {len(sources)} lines but {ref_path} has {len(references)}; "
-            "they must be line-aligned"
-        )
-    return sources, references
-
-
-def evaluate(
-    model_dir: str, args: argparse.Namespace, sources: list[str], references: list[str]
-) -> tuple[Translator, TranslationEvaluation]:
-    """The model of `model_dir` (loaded as the options ask) and its `TranslationEvaluation` on
-    the test set: the one decoding of `aiayn evaluate`, with or without --report."""
-    from aiayn.translation.evaluate import evaluate_translation
-
-    translator = load_translator(model_dir, args)
-    result = evaluate_translation(
-        translator, sources, references, **search_settings(args), lowercase=args.lowercase,
-        token_scores=getattr(args, "report", None) is not None,  # the report shows per-word scores
-    )
-    return translator, result
 
 
 def run(args: argparse.Namespace) -> int:

@@ -81,7 +81,7 @@ def write_report_files(
     args: argparse.Namespace, sources: Sequence[str], references: Sequence[str] | None, outputs, title: str
 ) -> None:
     """Build the report of `outputs` (with the compared system, if any) and write it."""
-    from aiayn.cli.evaluate import evaluate, read_parallel_files
+    from aiayn.cli.options import evaluate, read_parallel_files
     from aiayn.evaluation.report import build_report
     from aiayn.evaluation.report_inputs import report_outputs
     from aiayn.evaluation.report_page import write_report

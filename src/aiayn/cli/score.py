@@ -10,8 +10,7 @@ from __future__ import annotations
 import argparse
 
 from aiayn.cli.arguments import device_option
-from aiayn.cli.evaluate import read_parallel_files
-from aiayn.cli.translate import add_model_arguments
+from aiayn.cli.options import add_model_arguments, read_parallel_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -45,7 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--device", default="auto", help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)"
     )
-    from aiayn.cli.translate import add_compile_argument, add_quantize_argument
+    from aiayn.cli.options import add_compile_argument, add_quantize_argument
 
     add_quantize_argument(parser)
     add_compile_argument(parser)

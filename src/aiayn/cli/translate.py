@@ -35,8 +35,16 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from aiayn.cli.arguments import bounded_int, device_option, finite_float
-from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, QUANTIZATIONS
+from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.options import (
+    add_compile_argument,
+    add_model_arguments,
+    add_search_arguments,
+    load_translator,
+    one_line,
+    search_settings,
+)
+from aiayn.decoding_options import LONG_LINE_ACTIONS
 from aiayn.errors import DataError
 from aiayn.files import atomic_path
 
@@ -45,41 +53,6 @@ if TYPE_CHECKING:
 
 GZIP_MAGIC = b"\x1f\x8b"
 OUTPUT_FORMATS = ("text", "jsonl")
-
-
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """--model and --device, shared by translate, evaluate and score."""
-    parser.add_argument("--model", required=True, metavar="DIR",
-                        help="model directory (config.json, model.safetensors, tokenizer files), "
-                        "or a CTranslate2 export (aiayn export ctranslate2)")
-    parser.add_argument("--device", default="auto",
-                        help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)")
-    parser.add_argument("--batch-tokens", type=bounded_int(1), default=DEFAULT_BATCH_TOKENS, metavar="N",
-                        help=f"padded source tokens per batch (default {DEFAULT_BATCH_TOKENS})")
-    add_quantize_argument(parser)
-
-
-def add_compile_argument(parser: argparse.ArgumentParser) -> None:
-    """--compile (translate, evaluate, serve)."""
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the decoding step with torch.compile (aiayn translation models: "
-                        "faster decoding after tens of seconds of compiling; needs a C++ compiler)")
-
-
-def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
-    """--quantize int8 (translate, evaluate, score, serve)."""
-    parser.add_argument("--quantize", choices=QUANTIZATIONS, default=None,
-                        help="run the linear layers in int8 (per-channel weight scales, the input "
-                        "quantized on the fly; a CTranslate2 export: its int8 compute type)")
-
-
-def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """--beam, --alpha, --max-len (the paper's decoding settings, Sec. 6.1)."""
-    parser.add_argument("--beam", type=bounded_int(1), default=4, help="beam size; 1 = greedy (default 4)")
-    parser.add_argument("--alpha", type=finite_float(0, 10), default=0.6,
-                        help="length penalty alpha, 0..10 (default 0.6)")
-    parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
-                        help="output tokens allowed beyond the source length (default 50)")
 
 
 def add_control_arguments(parser: argparse.ArgumentParser) -> None:
@@ -103,21 +76,6 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
                        help="penalise the logits of tokens already generated (CTRL; 1: off)")
     group.add_argument("--max-output-ratio", type=finite_float(0, low_open=True), default=None, metavar="R",
                        help="outputs have at most ceil(R x source tokens) tokens, <eos> included")
-
-
-def load_translator(model_dir: str, args: argparse.Namespace) -> Translator:
-    """The translator of `model_dir` as --device, --quantize and --compile ask (translate,
-    evaluate, and the model compared with in a report)."""
-    from aiayn.inference import load
-
-    return load(model_dir, device_option(args.device), task="translation", quantize=args.quantize,
-                compile=args.compile)
-
-
-def search_settings(args: argparse.Namespace) -> dict:
-    """The keyword arguments of `Translator.translate_nbest` that `add_search_arguments` and
-    --batch-tokens set."""
-    return dict(beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len, batch_tokens=args.batch_tokens)
 
 
 def control_settings(args: argparse.Namespace) -> dict:
@@ -211,12 +169,6 @@ def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
             chunk = []
     if chunk:
         yield chunk
-
-
-def one_line(text: str) -> str:
-    """A hypothesis as one output line: newlines (which a byte-level tokenizer can
-    produce) become spaces, so output lines stay aligned with input lines."""
-    return text.replace("\r", " ").replace("\n", " ")
 
 
 def format_nbest(first_index: int, nbest: list[list[Translation]]) -> list[str]:

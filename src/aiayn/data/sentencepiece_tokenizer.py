@@ -1,7 +1,10 @@
 """SentencePiece tokenizers: a `.model` file, or OPUS-MT's `source.spm` / `target.spm` + `vocab.json`.
 
     Tokenizer.load("spm.model")                       # data.tokenizer: a .model file
-    load_marian_pair(directory, specials)             # OPUS-MT: one SentencePiece model per side
+    TokenizerPair.load(directory, specials)           # OPUS-MT: one SentencePiece model per side
+
+`aiayn.data.tokenizer` (the one loader, which knows every tokenizer format) reads these files
+through this module; this module does not import it back.
 
 A SentencePiece model splits text into pieces; the ids are either its own (a `.model` file
 alone) or, as OPUS-MT (Marian) ships them, those of a separate `vocab.json` that both sides
@@ -22,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from aiayn.data.special_tokens import SpecialTokens
-from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, DataError
 from aiayn.files import atomic_write_text
 
@@ -75,8 +77,9 @@ def read_vocab(path: Path) -> dict[str, int]:
     return vocab
 
 
-class SentencePieceTokenizer(Tokenizer):
-    """A `Tokenizer` (the same methods) that splits text with a SentencePiece model.
+class SentencePieceTokenizer:
+    """A tokenizer with `aiayn.data.tokenizer.Tokenizer`'s methods that splits text with a
+    SentencePiece model.
 
     Args:
         path: the SentencePiece model file.
@@ -177,6 +180,10 @@ class SentencePieceTokenizer(Tokenizer):
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(text) for text in texts]
 
+    def decode(self, ids: Iterable[int]) -> str:
+        """Text of `ids`; the special ids (pad, bos, eos, unk) are skipped and nothing else."""
+        return self.decode_batch([ids])[0]
+
     def decode_batch(self, batch: Iterable[Iterable[int]]) -> list[str]:
         special = self.specials.ids
         out = []
@@ -212,17 +219,17 @@ def load_sentencepiece(path: str | Path, specials: SpecialTokens | None = None) 
     return SentencePieceTokenizer(path, None, specials)
 
 
-def load_marian_pair(directory: str | Path, specials: SpecialTokens | None = None):
-    """OPUS-MT's tokenizers: `source.spm` and `target.spm` over the shared `vocab.json`, as a
-    `TokenizerPair` (two objects: the pieces differ, the ids are one vocabulary)."""
-    from aiayn.data.tokenizer import TokenizerPair
-
+def load_marian_tokenizers(
+    directory: str | Path, specials: SpecialTokens | None = None
+) -> tuple[SentencePieceTokenizer, SentencePieceTokenizer]:
+    """OPUS-MT's tokenizers: `source.spm` and `target.spm` over the shared `vocab.json` (two
+    objects: the pieces differ, the ids are one vocabulary)."""
     directory = Path(directory)
     vocab_path = directory / MARIAN_VOCAB
     vocab = read_vocab(vocab_path)
     source = SentencePieceTokenizer(directory / MARIAN_SOURCE, dict(vocab), specials, vocab_path)
     target = SentencePieceTokenizer(directory / MARIAN_TARGET, dict(vocab), source.specials, vocab_path)
-    return TokenizerPair(source, target)
+    return source, target
 
 
 def save_marian_pair(pair: Any, directory: str | Path) -> None:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import tokenizers
 
+from aiayn.data import sentencepiece_tokenizer as spm
 from aiayn.data.special_tokens import SpecialTokens, check_special_token_names, resolve_special_tokens
 from aiayn.data.tokenizer_spec import JOINT_FILE, SOURCE_FILE, TARGET_FILE, is_trained_kind, read_hf_tokenizer
 from aiayn.data.tokenizer_training import train_hf
@@ -136,8 +137,6 @@ class Tokenizer:
                 found by the rules of `aiayn.data.special_tokens` (which may append a padding
                 token).
         """
-        from aiayn.data import sentencepiece_tokenizer as spm
-
         sibling = Path(source).with_suffix(".model") if str(source).endswith(JOINT_FILE) else None
         if spm.is_sentencepiece_file(source) or (sibling is not None and sibling.is_file()):
             return spm.load_sentencepiece(sibling if sibling is not None else source, specials)
@@ -261,11 +260,9 @@ class TokenizerPair:
         """The tokenizers of a translation model, as `data.tokenizer` names them
         (`Tokenizer.from_spec`): trained on both sides' texts (`joint`) or one per side, or
         one loaded tokenizer for both sides (one joint vocabulary, whatever `joint` says)."""
-        from aiayn.data import sentencepiece_tokenizer as spm
-
         trained = is_trained_kind(spec)
         if not trained and spm.has_marian_pair(spec):  # OPUS-MT's source.spm + target.spm + vocab.json
-            return spm.load_marian_pair(spec)
+            return cls(*spm.load_marian_tokenizers(spec))
         if not (trained or joint):
             log.warning(
                 "data.joint_vocab: false ignored: a loaded tokenizer serves both sides as one vocabulary"
@@ -284,11 +281,9 @@ class TokenizerPair:
     ) -> TokenizerPair:
         """Read the tokenizers saved by `save` from `directory`, with the special ids `specials`
         (a model directory's) or, without them, found as `Tokenizer.load` does."""
-        from aiayn.data import sentencepiece_tokenizer as spm
-
         directory = Path(directory)
         if spm.has_marian_pair(directory):
-            return spm.load_marian_pair(directory, specials)
+            return cls(*spm.load_marian_tokenizers(directory, specials))
         joint = directory / JOINT_FILE
         if (directory / "tokenizer.model").is_file():
             joint = directory / "tokenizer.model"
@@ -313,8 +308,6 @@ class TokenizerPair:
         Files of the other layout left in `directory` by an earlier save are removed, so
         `load` is never ambiguous.
         """
-        from aiayn.data import sentencepiece_tokenizer as spm
-
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         if isinstance(self.source, spm.SentencePieceTokenizer):

@@ -41,21 +41,21 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.decoding.common import Hypothesis, length_penalty, log_probs, never_generated, output_limits
+from aiayn.decoding.common import (
+    Hypothesis,
+    length_penalty,
+    never_generated,
+    output_limits,
+    padding_mask_or_none,
+)
 from aiayn.decoding.controls import (
     NO_CONTROLS,
     Controls,
-    block_ngrams,
-    force_prefix,
-    forced_scores,
-    penalize_repetitions,
+    controlled_log_probs,
     prefix_step,
     prefix_tensor,
-    ratio_limits,
 )
 from aiayn.eval_mode import eval_mode
-from aiayn.model.kv_cache import DecoderCache
-from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer
 
 
@@ -151,8 +151,9 @@ def _beam_search(
     config, device = model.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
     forbidden = never_generated(config.pad_id, bos_id, eos_id)
-    limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
-    limits = ratio_limits(limits, src, config.pad_id, controls.max_output_ratio)
+    limits = output_limits(
+        src, config.pad_id, max_len_extra, max_steps, config.max_len, controls.max_output_ratio
+    )  # (B,)
     prefix = prefix_tensor(prefixes, B, device)  # (B, P) or None
     L = int(limits.max())
     src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
@@ -179,14 +180,8 @@ def _beam_search(
         logits = model.decode_step(last, memory, src_padding_mask, cache)  # (b*w, V)
         uses_history = controls.repetition_penalty != 1.0 or controls.no_repeat_ngram_size > 0
         history = seqs[:, :width, :t].reshape(b * width, t) if uses_history else None  # (b*w, t)
-        if history is not None:
-            penalize_repetitions(logits, history, controls.repetition_penalty)
-        logp = log_probs(logits, forbidden, overwrite=True)
         wanted = prefix_step(prefix, t, width)  # (b*w,) forced tokens, or None
-        before = forced_scores(logp, wanted) if history is not None else None
-        if history is not None:
-            block_ngrams(logp, history, controls.no_repeat_ngram_size)
-        force_prefix(logp, wanted, before)
+        logp = controlled_log_probs(logits, forbidden, controls, history, wanted)  # (b*w, V)
         lp_now = lp_by_length[t + 1]
 
         # One top-2K per sentence: at most K extensions (one per beam) end in <eos>, so the K
@@ -242,18 +237,12 @@ def _beam_search(
             finished.select(keep)
             memory = memory[keep]
             src_padding_mask = None if src_padding_mask is None else src_padding_mask[keep]
-            for layer_cache in cache.cross_attention:
-                layer_cache.reorder(keep)
+            cache.select_sentences(keep)
         else:
             keep = torch.arange(b, device=device)
         # Self-attention caches follow each new beam's source row; the cross-attention
         # keys/values are one per sentence and need no reordering.
-        _reorder_self_attention(cache, (keep[:, None] * width + origin).flatten())
+        cache.reorder_beams((keep[:, None] * width + origin).flatten())
         last = token.reshape(-1, 1)  # (b'*K, 1)
     return results
 
-
-def _reorder_self_attention(cache: DecoderCache, index: Tensor) -> None:
-    """Select rows `index` (R,) of every self-attention cache (beams that survive)."""
-    for layer_cache in cache.self_attention:
-        layer_cache.reorder(index)

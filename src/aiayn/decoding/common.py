@@ -16,11 +16,14 @@ Conventions of every decoder in `aiayn.decoding`:
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+
+from aiayn.model.masks import padding_mask
 
 
 class Hypothesis(NamedTuple):
@@ -30,34 +33,51 @@ class Hypothesis(NamedTuple):
     score: float
 
 
+def output_length_limit(
+    source_length: int,
+    max_len_extra: int = 50,
+    max_steps: int | None = None,
+    model_max_len: int | None = None,
+    max_output_ratio: float | None = None,
+) -> int:
+    """The output-length rule: the most tokens (including `<eos>`) a sentence may generate.
+
+    Args:
+        source_length: its source tokens + `<eos>`.
+        max_len_extra: tokens allowed beyond the source length (paper Sec. 6.1: "input
+            length + 50").
+        max_steps: if given, the limit instead of source length + `max_len_extra`.
+        model_max_len: the positional table size: decoder input positions 0 .. limit-1
+            must exist, so no limit exceeds it.
+        max_output_ratio: if given, also at most ceil(ratio x source length) (`Controls`).
+
+    Returns:
+        the limit, >= 1.
+    """
+    limit = max_steps if max_steps is not None else source_length + max_len_extra
+    if model_max_len is not None:
+        limit = min(limit, model_max_len)
+    limit = max(limit, 1)
+    if max_output_ratio is not None:
+        limit = min(limit, max(1, math.ceil(max_output_ratio * source_length)))
+    return limit
+
+
 def output_limits(
     src: Tensor,
     pad_id: int,
     max_len_extra: int = 50,
     max_steps: int | None = None,
     model_max_len: int | None = None,
+    max_output_ratio: float | None = None,
 ) -> Tensor:
-    """The most tokens (including `<eos>`) each row may generate.
-
-    Args:
-        src: (B, S) source ids; its non-pad positions (source tokens + `<eos>`) count as
-            the source length.
-        max_len_extra: tokens allowed beyond the source length (paper Sec. 6.1: "input
-            length + 50").
-        max_steps: if given, every row's limit instead (e.g. a fixed number of steps).
-        model_max_len: the positional table size: decoder input positions 0 .. limit-1
-            must exist, so no limit exceeds it.
-
-    Returns:
-        (B,) LongTensor of limits, each >= 1.
-    """
-    if max_steps is not None:
-        limits = torch.full((src.size(0),), max_steps, dtype=torch.long, device=src.device)
-    else:
-        limits = (src != pad_id).sum(dim=1) + max_len_extra
-    if model_max_len is not None:
-        limits = limits.clamp(max=model_max_len)
-    return limits.clamp(min=1)
+    """`output_length_limit` of each row of `src` (B, S), whose non-pad positions (source
+    tokens + `<eos>`) count as its source length: a (B,) LongTensor, each >= 1."""
+    lengths = (src != pad_id).sum(dim=1).tolist()
+    limits = [
+        output_length_limit(n, max_len_extra, max_steps, model_max_len, max_output_ratio) for n in lengths
+    ]
+    return torch.tensor(limits, dtype=torch.long, device=src.device)
 
 
 def length_penalty(length: Tensor | int | float, alpha: float) -> Tensor:
@@ -92,3 +112,15 @@ def log_probs(logits: Tensor, forbidden: tuple[int, ...], overwrite: bool = Fals
     for token in forbidden:  # a column view each: cheaper than one fancy-indexed write
         logp[:, token] = float("-inf")
     return logp
+
+
+def padding_mask_or_none(tokens: Tensor, pad_id: int) -> Tensor | None:
+    """`padding_mask(tokens)`, or None when the batch holds no padding at all.
+
+    Returning None lets attention take its unmasked (or pure causal) fast path. Deciding that
+    reads the mask on the host (a device synchronisation), so the searches call it once per
+    batch; the model's own passes derive `padding_mask(tokens)` when given no mask and never
+    synchronise.
+    """
+    mask = padding_mask(tokens, pad_id)
+    return None if bool(mask.all()) else mask

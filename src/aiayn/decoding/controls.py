@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from aiayn.decoding.common import log_probs
 from aiayn.decoding.sampling import Sampling, filter_logits
 from aiayn.errors import ConfigError
 
@@ -75,14 +76,6 @@ NO_CONTROLS = Controls()
 """The plain searches of the paper."""
 
 
-def ratio_limits(limits: Tensor, src: Tensor, pad_id: int, ratio: float | None) -> Tensor:
-    """(B,) limits capped at ceil(ratio * source length) (>= 1); unchanged when ratio is None."""
-    if ratio is None:
-        return limits
-    source_lengths = (src != pad_id).sum(dim=1).double()
-    return torch.minimum(limits, torch.ceil(ratio * source_lengths).long().clamp(min=1))
-
-
 def prefix_tensor(
     prefixes: Sequence[Sequence[int]] | None, batch: int, device: torch.device
 ) -> Tensor | None:
@@ -117,6 +110,26 @@ def block_ngrams(logp: Tensor, history: Tensor, size: int) -> Tensor:
     match = (windows[:, :, : size - 1] == suffix[:, None, :]).all(dim=-1)  # (R, t - n + 1)
     hits = torch.zeros_like(logp).scatter_add_(1, windows[:, :, -1], match.to(logp.dtype))
     return logp.masked_fill_(hits > 0, float("-inf"))
+
+
+def controlled_log_probs(
+    logits: Tensor, forbidden: Tensor, controls: Controls, history: Tensor | None, wanted: Tensor | None
+) -> Tensor:
+    """The per-step controls in their one order, shared by beam and greedy search: (R, V)
+    logits -> (R, V) log-probabilities (computed in place of `logits`).
+
+    The repetition penalty on the logits (with `history` (R, t), the tokens so far, or None
+    when neither repetition control is on); the log-softmax with the `forbidden` ids at -inf;
+    n-gram blocking; then the prefix token `wanted` (R,) (`prefix_step`) forced, with its
+    score from before the blocking (a prefix is never blocked).
+    """
+    if history is not None:
+        penalize_repetitions(logits, history, controls.repetition_penalty)
+    logp = log_probs(logits, forbidden, overwrite=True)
+    before = forced_scores(logp, wanted) if history is not None else None
+    if history is not None:
+        block_ngrams(logp, history, controls.no_repeat_ngram_size)
+    return force_prefix(logp, wanted, before)
 
 
 def prefix_step(prefix: Tensor | None, step: int, rows_per_sentence: int) -> Tensor | None:

@@ -18,21 +18,16 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from aiayn.decoding.common import log_probs, never_generated, output_limits
+from aiayn.decoding.common import never_generated, output_limits, padding_mask_or_none
 from aiayn.decoding.controls import (
     NO_CONTROLS,
     Controls,
-    block_ngrams,
+    controlled_log_probs,
     draw,
-    force_prefix,
-    forced_scores,
-    penalize_repetitions,
     prefix_step,
     prefix_tensor,
-    ratio_limits,
 )
 from aiayn.eval_mode import eval_mode
-from aiayn.model.masks import padding_mask_or_none
 from aiayn.model.transformer import Transformer
 
 
@@ -77,8 +72,9 @@ def greedy_search(
         forbidden = never_generated(config.pad_id, bos_id, eos_id)
         batch = src.size(0)
         src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S) or None
-        limits = output_limits(src, config.pad_id, max_len_extra, max_steps, config.max_len)  # (B,)
-        limits = ratio_limits(limits, src, config.pad_id, controls.max_output_ratio)
+        limits = output_limits(
+            src, config.pad_id, max_len_extra, max_steps, config.max_len, controls.max_output_ratio
+        )  # (B,)
         prefix = prefix_tensor(prefixes, batch, src.device)  # (B, P) or None
         generator = controls.generator(src.device) if controls.sample else None
         uses_history = controls.repetition_penalty != 1.0 or controls.no_repeat_ngram_size > 0
@@ -96,14 +92,8 @@ def greedy_search(
         for t in range(steps):
             logits = model.decode_step(last, memory, src_padding_mask, cache)  # (b, V)
             history = out[row, 1 : t + 1] if uses_history else None  # (b, t) the tokens so far
-            if history is not None:
-                penalize_repetitions(logits, history, controls.repetition_penalty)
-            logp = log_probs(logits, forbidden, overwrite=True)  # (b, V)
             wanted = prefix_step(prefix, t, 1)  # (b,) forced tokens, or None
-            before = forced_scores(logp, wanted)
-            if history is not None:
-                block_ngrams(logp, history, controls.no_repeat_ngram_size)
-            force_prefix(logp, wanted, before)
+            logp = controlled_log_probs(logits, forbidden, controls, history, wanted)  # (b, V)
             if generator is None:
                 best_logp, best = logp.max(dim=-1)  # (b,), (b,)
             else:

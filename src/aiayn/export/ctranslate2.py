@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from aiayn.ctranslate2_format import AIAYN_FILE, vocabulary
 from aiayn.decoding.common import never_generated
 from aiayn.decoding_options import EXPORT_QUANTIZATIONS as QUANTIZATIONS
 from aiayn.errors import CheckpointError, ConfigError
@@ -37,18 +38,14 @@ from aiayn.export.common import (
     load_source,
     output_directory,
     refuse_other_head_dim,
-    require,
-    vocabulary,
 )
 from aiayn.files import atomic_write_text
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
+from aiayn.optional import require
 
 log = logging.getLogger(__name__)
 
-AIAYN_FILE = "aiayn.json"
-"""Our model settings (the model directory's `config.json`) inside a CTranslate2 export."""
-CT2_WEIGHTS = "model.bin"
 
 
 def export_ctranslate2(

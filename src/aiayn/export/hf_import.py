@@ -27,7 +27,7 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.errors import ConfigError
-from aiayn.export.common import output_directory, require
+from aiayn.export.common import output_directory
 from aiayn.export.hf_mapping import (
     Rule,
     feature_order,
@@ -38,6 +38,7 @@ from aiayn.export.hf_mapping import (
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
 from aiayn.model_dir import is_model_dir
+from aiayn.optional import require
 
 log = logging.getLogger(__name__)
 
@@ -240,7 +241,7 @@ def _quiet():
 def _import_marian(directory: Path) -> tuple[nn.Module, TokenizerPair]:
     from transformers import MarianConfig, MarianMTModel
 
-    from aiayn.data.sentencepiece_tokenizer import MARIAN_VOCAB, has_marian_pair, load_marian_pair, read_vocab
+    from aiayn.data.sentencepiece_tokenizer import MARIAN_VOCAB, has_marian_pair, read_vocab
     from aiayn.model.transformer import Transformer
 
     if (directory / "target_vocab.json").is_file():
@@ -270,7 +271,7 @@ def _import_marian(directory: Path) -> tuple[nn.Module, TokenizerPair]:
                 ignored=("embed_positions.weight", "final_logits_bias"))
     specials = SpecialTokens.of(config)
     if spm:
-        tokenizers = load_marian_pair(directory, specials)
+        tokenizers = TokenizerPair.load(directory, specials)
     else:
         origin = f"{directory} tokenizer"
         source, target = (Tokenizer(t.backend_tokenizer, specials, origin=origin) for t in fast)

@@ -34,7 +34,7 @@ import torch
 
 from aiayn.decoding.common import never_generated
 from aiayn.errors import ConfigError
-from aiayn.export.common import ExportSource, load_source, output_directory, refuse_other_head_dim, require
+from aiayn.export.common import ExportSource, load_source, output_directory, refuse_other_head_dim
 from aiayn.export.hf_mapping import (
     feature_order,
     gpt2_rules,
@@ -46,6 +46,7 @@ from aiayn.export.hf_tokenizer import save_hf_tokenizers
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
 from aiayn.model_card import card_fields, write_model_card
+from aiayn.optional import require
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,9 @@ The CLI (`aiayn translate/evaluate/score/lm generate`), `aiayn serve` and the Py
 only these interfaces. CTranslate2 is imported only when an export is opened.
 """
 
+from aiayn.ctranslate2_format import is_ctranslate2_dir
 from aiayn.inference.base import context_length, stream_text
-from aiayn.inference.ctranslate2 import CTranslate2Generator, CTranslate2Translator, is_ctranslate2_dir
+from aiayn.inference.ctranslate2 import CTranslate2Generator, CTranslate2Translator
 from aiayn.inference.interface import (
     DEFAULT_BATCH_TOKENS,
     LONG_LINE_ACTIONS,

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -23,7 +22,7 @@ from torch import nn
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
-from aiayn.decoding.common import Hypothesis
+from aiayn.decoding.common import Hypothesis, output_length_limit
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError, DataError
@@ -195,10 +194,9 @@ class TranslatorBase:
         wanted = [prefix[i] or "" for i in todo]
         ids = self.tokenizers.target.encode_batch(wanted) if wanted else []
         for source, prefix_ids, line in zip(encoded, ids, line_numbers, strict=True):
-            length = len(source) + 1  # <eos> included
-            limit = min(length + max_len_extra, self.config.max_len)
-            if controls.max_output_ratio is not None:
-                limit = min(limit, max(1, math.ceil(controls.max_output_ratio * length)))
+            limit = output_length_limit(  # + 1: <eos> included
+                len(source) + 1, max_len_extra, None, self.config.max_len, controls.max_output_ratio
+            )
             if len(prefix_ids) > limit:
                 raise ConfigError(
                     f"the prefix of line {line} has {len(prefix_ids)} tokens; its output length "

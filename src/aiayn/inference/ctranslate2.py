@@ -23,8 +23,6 @@ gets its own limit). Two differences remain:
 
 from __future__ import annotations
 
-import json
-import math
 import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -33,14 +31,15 @@ from typing import Any
 import numpy as np
 import torch
 
-from aiayn.decoding.common import Hypothesis, length_penalty, never_generated
+from aiayn.ctranslate2_format import read_export, vocabulary
+from aiayn.decoding.common import Hypothesis, length_penalty, never_generated, output_length_limit
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError
-from aiayn.export.common import load_tokenizers, require, vocabulary
-from aiayn.export.ctranslate2 import AIAYN_FILE, CT2_WEIGHTS
 from aiayn.inference.base import GeneratorBase, TranslatorBase
 from aiayn.model.config import ModelConfig
+from aiayn.model_dir import load_tokenizers
+from aiayn.optional import require
 
 
 def _sampling_arguments(controls: Controls) -> dict[str, Any]:
@@ -55,27 +54,6 @@ def _sampling_arguments(controls: Controls) -> dict[str, Any]:
         "sampling_topp": controls.top_p if controls.top_p is not None else 1.0,
         "sampling_temperature": controls.temperature,
     }
-
-
-def is_ctranslate2_dir(directory: str | Path) -> bool:
-    """True for a directory holding a CTranslate2 model (`model.bin`)."""
-    return (Path(directory) / CT2_WEIGHTS).is_file()
-
-
-def read_export(directory: Path) -> tuple[str, ModelConfig]:
-    """The model type ('transformer' or 'decoder_only') and the `ModelConfig` stored in an
-    export's `aiayn.json`."""
-    path = directory / AIAYN_FILE
-    if not path.is_file():
-        raise CheckpointError(
-            f"{directory} holds a CTranslate2 model but no {AIAYN_FILE}: only directories written "
-            "by `aiayn export ctranslate2` can be run by aiayn"
-        )
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return str(data["model_type"]), ModelConfig.from_dict(data["config"])
-    except (ValueError, KeyError, TypeError) as error:
-        raise CheckpointError(f"{path}: not an aiayn model description ({error})") from None
 
 
 def _export_config(directory: Path, expected_type: str) -> ModelConfig:
@@ -157,9 +135,9 @@ class CTranslate2Translator(TranslatorBase):
         for j, ids in enumerate(sources):
             by_length.setdefault(len(ids) + 1, []).append(j)  # + 1: the <eos> CTranslate2 appends
         for length, group in sorted(by_length.items(), reverse=True):
-            limit = max(1, min(length + max_len_extra, self.config.max_len))
-            if controls.max_output_ratio is not None:
-                limit = min(limit, max(1, math.ceil(controls.max_output_ratio * length)))
+            limit = output_length_limit(
+                length, max_len_extra, None, self.config.max_len, controls.max_output_ratio
+            )
             per_batch = max(1, batch_tokens // length)
             for start in range(0, len(group), per_batch):
                 batch = group[start : start + per_batch]

@@ -9,16 +9,17 @@ on PyTorch for a directory written by aiayn (`save_pretrained`: `config.json` an
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal, overload
+from typing import TYPE_CHECKING, Literal, overload
 
 import torch
 
-from aiayn.data.special_tokens import SpecialTokens
-from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
 from aiayn.decoding_options import QUANTIZATIONS
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference.interface import Generator, Translator
 from aiayn.runtime import accelerate
+
+if TYPE_CHECKING:
+    from aiayn.model_format import ModelDirectory
 
 TASKS = {"transformer": "translation", "decoder_only": "lm"}
 """The model types `load` opens, and the task of each."""
@@ -60,14 +61,16 @@ def load(
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory")
-    from aiayn.inference.ctranslate2 import is_ctranslate2_dir, read_export
+    from aiayn.ctranslate2_format import is_ctranslate2_dir, read_export
 
+    record = None
     if is_ctranslate2_dir(directory):
         model_type = read_export(directory)[0]
     else:
-        from aiayn.model_dir import read_model_json
+        from aiayn.model_dir import read_model_dir
 
-        model_type = read_model_json(directory)["model_type"]
+        record = read_model_dir(directory)
+        model_type = record.model_type
     if model_type not in TASKS:
         raise CheckpointError(
             f"{directory} holds a {model_type!r} model; inference runs translation models ('transformer') "
@@ -91,18 +94,21 @@ def load(
                 f"{directory} is already quantized (CTranslate2 loads it as {saved_as}); leave out quantize"
             )
         return runtime(directory, str(device or "auto"), compute_type=quantize)
-    return _load_torch(directory, model_type, device, quantize, compile)
+    assert record is not None
+    return _load_torch(record, device, quantize, compile)
 
 
 def _load_torch(
-    directory: Path, model_type: str, device: str | torch.device | None, quantize: str | None = None,
+    record: ModelDirectory, device: str | torch.device | None, quantize: str | None = None,
     compile: bool = False,
 ) -> Translator | Generator:
-    from aiayn.model_dir import load_model
+    """Three one-way steps after the one reading: build and load the model, accelerate it,
+    read its tokenizers."""
+    from aiayn.model_dir import load_model_of, load_tokenizers
 
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    model = load_model(directory, device)
+    model = load_model_of(record, device)
     if compile and str(device).startswith("cpu"):
         from aiayn.runtime.compiled import compiler_available
 
@@ -110,11 +116,11 @@ def _load_torch(
             raise ConfigError("compile on CPU needs a C++ compiler (g++ or clang++) on the PATH")
     # A loaded model is not trained further: its weights can be prepacked, or quantized.
     model = accelerate(model, quantize, compile)
-    specials = SpecialTokens.of(model.config)
-    if model_type == "transformer":
+    tokenizers = load_tokenizers(record.path, record.config, record.model_type, check_fits=False)
+    if record.model_type == "transformer":
         from aiayn.inference.torch_translator import TorchTranslator
 
-        return TorchTranslator(model, TokenizerPair.load(directory, specials), directory)  # type: ignore[arg-type]
+        return TorchTranslator(model, tokenizers, record.path)  # type: ignore[arg-type]
     from aiayn.inference.torch_generator import TorchGenerator
 
-    return TorchGenerator(model, Tokenizer.load(directory / JOINT_FILE, specials), directory)  # type: ignore[arg-type]
+    return TorchGenerator(model, tokenizers.target, record.path)  # type: ignore[arg-type]

@@ -144,3 +144,15 @@ class DecoderCache:
         """Select batch rows `index` (B',) in every layer: used by beam search."""
         for cache in (*self.self_attention, *self.cross_attention):
             cache.reorder(index)
+
+    def select_sentences(self, index: Tensor) -> None:
+        """Keep the sentences `index` (b',) of the cross-attention keys/values (one row per
+        sentence, shared by its beams)."""
+        for cache in self.cross_attention:
+            cache.reorder(index)
+
+    def reorder_beams(self, index: Tensor) -> None:
+        """Select decoder rows `index` (R,) of the self-attention keys/values: each surviving
+        beam takes the history of the beam it extends."""
+        for cache in self.self_attention:
+            cache.reorder(index)

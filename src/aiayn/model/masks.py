@@ -78,15 +78,3 @@ def attention_mask(
         length = padding_mask.size(1)
         mask = mask & subsequent_mask(length, padding_mask.device)[None, None]
     return mask
-
-
-def padding_mask_or_none(tokens: Tensor, pad_id: int) -> Tensor | None:
-    """`padding_mask(tokens)`, or None when the batch holds no padding at all.
-
-    Returning None lets attention take its unmasked (or pure causal) fast path. Deciding that
-    reads the mask on the host (a device synchronisation), so only callers outside the model
-    use it, once per batch (the decoders of `aiayn.decoding`); the model's own passes derive
-    `padding_mask(tokens)` when given no mask and never synchronise.
-    """
-    mask = padding_mask(tokens, pad_id)
-    return None if bool(mask.all()) else mask

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from aiayn import model_format
 from aiayn.model.config import ModelConfig
 from aiayn.model.context import AttentionContext
 from aiayn.model.decoder import Decoder
@@ -34,7 +35,6 @@ from aiayn.model.initialization import init_weights
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import attention_mask, padding_mask, target_padding_mask
 from aiayn.model.positional_encoding import positional_encoding
-from aiayn.model_dir import PretrainedMixin
 
 StepRunner = Callable[[Tensor, Tensor, "Tensor | None", DecoderCache], Tensor]
 """A decoding step with `Transformer.decode_step`'s arguments and result."""
@@ -53,7 +53,7 @@ class AttentionMaps:
     cross: list[Tensor]
 
 
-class Transformer(PretrainedMixin, nn.Module):
+class Transformer(nn.Module):
     """The encoder-decoder Transformer.
 
     `model(src, tgt_in)` maps (B, S) source ids and (B, T) shifted-right target ids to
@@ -63,6 +63,9 @@ class Transformer(PretrainedMixin, nn.Module):
     """
 
     model_type = "transformer"
+    # Conveniences over `aiayn.model_format`, which reads and writes model directories.
+    save_pretrained = model_format.save_pretrained
+    from_pretrained = classmethod(model_format.from_pretrained)
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

@@ -444,18 +444,15 @@ def load(model_dir: Any) -> tuple[Transformer, Any]:
     this module's names (`paper_state_dict`). A config this module does not implement is
     refused first with one line naming the setting (`check_config`).
     """
-    from aiayn.data.special_tokens import SpecialTokens
-    from aiayn.data.tokenizer import TokenizerPair
     from aiayn.errors import CheckpointError
-    from aiayn.model.config import ModelConfig
-    from aiayn.model_dir import CONFIG_FILE, load_model, read_model_json
+    from aiayn.model_dir import load_model_of, load_tokenizers, read_model_dir
 
-    data = read_model_json(model_dir)
-    config = ModelConfig.from_dict(data["config"])
+    record = read_model_dir(model_dir)
+    config = record.config
     try:
-        check_config(config, data["model_type"])
+        check_config(config, record.model_type)
     except ValueError as error:
-        raise CheckpointError(f"{model_dir}/{CONFIG_FILE}: {error}") from None
+        raise CheckpointError(f"{record.config_path}: {error}") from None
     model = Transformer(config)
-    model.load_state_dict(paper_state_dict(load_model(model_dir).state_dict()))
-    return model.eval(), TokenizerPair.load(model_dir, SpecialTokens.of(config))
+    model.load_state_dict(paper_state_dict(load_model_of(record).state_dict()))
+    return model.eval(), load_tokenizers(record.path, config, record.model_type)

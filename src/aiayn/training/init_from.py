@@ -31,7 +31,7 @@ from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.model.config import ModelConfig
-from aiayn.model_dir import WEIGHTS_FILE, is_model_dir, load_weights, read_model_json
+from aiayn.model_dir import ModelDirectory, is_model_dir, load_weights, read_model_dir
 
 log = logging.getLogger(__name__)
 
@@ -47,13 +47,24 @@ class InitSource:
     """A resolved `--init-from`: the aiayn model directory the run starts from."""
 
     source: str
-    directory: Path
-    model_json: dict[str, Any]
-    config: ModelConfig
+    record: ModelDirectory
+    """The source directory as the one reader read it (`aiayn.model_dir.read_model_dir`)."""
+
+    @property
+    def directory(self) -> Path:
+        return self.record.path
+
+    @property
+    def model_json(self) -> dict[str, Any]:
+        return self.record.model_json
+
+    @property
+    def config(self) -> ModelConfig:
+        return self.record.config
 
     @property
     def model_type(self) -> str:
-        return self.model_json["model_type"]
+        return self.record.model_type
 
     @property
     def specials(self) -> SpecialTokens:
@@ -75,13 +86,10 @@ class InitSource:
             resolve_source(source, "--init-from")  # an offline Hub name fails here, in one line
             directory = import_huggingface(source, run_dir / IMPORT_DIR, overwrite=True)
         try:
-            model_json = read_model_json(directory)
-            config = ModelConfig.from_dict(model_json["config"])
-        except (CheckpointError, TypeError, ValueError) as error:
+            record = read_model_dir(directory)
+        except CheckpointError as error:
             raise ConfigError(f"--init-from {source}: {error}") from None
-        if not (directory / WEIGHTS_FILE).is_file():
-            raise ConfigError(f"--init-from {source}: {WEIGHTS_FILE} is missing")
-        return cls(str(source), directory, model_json, config)
+        return cls(str(source), record)
 
     # ---------------------------------------------------------------- checks
     def check_task(self, model_type: str, command: str) -> None:
@@ -144,11 +152,9 @@ class InitSource:
     # ---------------------------------------------------------------- the model
     def build(self, model_class: type[nn.Module], overrides: dict[str, Any]) -> nn.Module:
         """The source's model with its weights, settings as `model_config` gives them."""
-        kwargs = {k: v for k, v in self.model_json.items()
-                  if k not in ("format_version", "model_type", "config")}
-        model = model_class(self.model_config(overrides), **kwargs)
+        model = model_class(self.model_config(overrides), **self.record.extra)
         if not next(model.parameters()).is_meta:  # a layout (`meta_model`) needs no weights
-            load_weights(model, self.directory / WEIGHTS_FILE)
+            load_weights(model, self.record.weights_path, self.record.weights)
         return model
 
 

@@ -33,7 +33,6 @@ from aiayn.eval_mode import eval_mode
 from aiayn.inference.base import TorchRuntime, TranslatorBase
 from aiayn.inference.torch_translator import length_batches, pad_batch
 from aiayn.model import ModelConfig, Transformer
-from aiayn.model_dir import PretrainedMixin
 from aiayn.training.config import RunConfig
 from aiayn.training.state import TrainState
 from aiayn.training.task import Task
@@ -44,7 +43,7 @@ from aiayn.translation.task import NUM_EXAMPLES, TranslationTask, build_model_co
 log = logging.getLogger(__name__)
 
 
-class PaperModel(PretrainedMixin, paper.Transformer):
+class PaperModel(paper.Transformer):
     """`aiayn.paper.Transformer` with the engine's state-dict names and `save_pretrained`.
 
     `state_dict()` stacks W^Q, W^K, W^V into `in_proj` (`aiayn.paper.engine_state_dict`);
@@ -52,6 +51,7 @@ class PaperModel(PretrainedMixin, paper.Transformer):
     """
 
     model_type = Transformer.model_type
+    save_pretrained = Transformer.save_pretrained
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
         return paper.engine_state_dict(super().state_dict(*args, **kwargs))

@@ -1,0 +1,100 @@
+"""The command-line options and input/output helpers that several commands share: the model
+and search options of translate, evaluate, score and serve, reading line-aligned files, and the
+one decoding of a test set (`aiayn evaluate`, and the model a report compares with)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from aiayn.cli.arguments import bounded_int, device_option, finite_float
+from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, QUANTIZATIONS
+from aiayn.errors import DataError
+
+if TYPE_CHECKING:
+    from aiayn.inference import Translator
+    from aiayn.translation.evaluate import TranslationEvaluation
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """--model and --device, shared by translate, evaluate and score."""
+    parser.add_argument("--model", required=True, metavar="DIR",
+                        help="model directory (config.json, model.safetensors, tokenizer files), "
+                        "or a CTranslate2 export (aiayn export ctranslate2)")
+    parser.add_argument("--device", default="auto",
+                        help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)")
+    parser.add_argument("--batch-tokens", type=bounded_int(1), default=DEFAULT_BATCH_TOKENS, metavar="N",
+                        help=f"padded source tokens per batch (default {DEFAULT_BATCH_TOKENS})")
+    add_quantize_argument(parser)
+
+
+def add_compile_argument(parser: argparse.ArgumentParser) -> None:
+    """--compile (translate, evaluate, serve)."""
+    parser.add_argument("--compile", action="store_true",
+                        help="compile the decoding step with torch.compile (aiayn translation models: "
+                        "faster decoding after tens of seconds of compiling; needs a C++ compiler)")
+
+
+def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
+    """--quantize int8 (translate, evaluate, score, serve)."""
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, default=None,
+                        help="run the linear layers in int8 (per-channel weight scales, the input "
+                        "quantized on the fly; a CTranslate2 export: its int8 compute type)")
+
+
+def add_search_arguments(parser: argparse.ArgumentParser) -> None:
+    """--beam, --alpha, --max-len (the paper's decoding settings, Sec. 6.1)."""
+    parser.add_argument("--beam", type=bounded_int(1), default=4, help="beam size; 1 = greedy (default 4)")
+    parser.add_argument("--alpha", type=finite_float(0, 10), default=0.6,
+                        help="length penalty alpha, 0..10 (default 0.6)")
+    parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
+                        help="output tokens allowed beyond the source length (default 50)")
+
+
+def load_translator(model_dir: str, args: argparse.Namespace) -> Translator:
+    """The translator of `model_dir` as --device, --quantize and --compile ask (translate,
+    evaluate, and the model compared with in a report)."""
+    from aiayn.inference import load
+
+    return load(model_dir, device_option(args.device), task="translation", quantize=args.quantize,
+                compile=args.compile)
+
+
+def search_settings(args: argparse.Namespace) -> dict:
+    """The keyword arguments of `Translator.translate_nbest` that `add_search_arguments` and
+    --batch-tokens set."""
+    return dict(beam=args.beam, alpha=args.alpha, max_len_extra=args.max_len, batch_tokens=args.batch_tokens)
+
+
+def one_line(text: str) -> str:
+    """A hypothesis as one output line: newlines (which a byte-level tokenizer can
+    produce) become spaces, so output lines stay aligned with input lines."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+def read_parallel_files(input_path: str, ref_path: str) -> tuple[list[str], list[str]]:
+    """Read two line-aligned files; differing line counts raise `DataError` naming both."""
+    from aiayn.data.corpus import read_lines
+
+    sources, references = read_lines(input_path), read_lines(ref_path)
+    if len(sources) != len(references):
+        raise DataError(
+            f"{input_path} has {len(sources)} lines but {ref_path} has {len(references)}; "
+            "they must be line-aligned"
+        )
+    return sources, references
+
+
+def evaluate(
+    model_dir: str, args: argparse.Namespace, sources: list[str], references: list[str]
+) -> tuple[Translator, TranslationEvaluation]:
+    """The model of `model_dir` (loaded as the options ask) and its `TranslationEvaluation` on
+    the test set: the one decoding of `aiayn evaluate`, with or without --report."""
+    from aiayn.translation.evaluate import evaluate_translation
+
+    translator = load_translator(model_dir, args)
+    result = evaluate_translation(
+        translator, sources, references, **search_settings(args), lowercase=args.lowercase,
+        token_scores=getattr(args, "report", None) is not None,  # the report shows per-word scores
+    )
+    return translator, result
