@@ -15,6 +15,9 @@ import torch
 
 from aiayn import model_format
 from aiayn.cli.main import main
+from aiayn.model.config import ModelConfig
+from aiayn.model.decoder_only import DecoderOnlyLM
+from aiayn.model.encoder_only import EncoderOnly
 from aiayn.model.transformer import Transformer
 from aiayn.model_dir import model_class
 
@@ -74,3 +77,22 @@ def test_one_construction_gives_the_model_of_a_real_construction(model_dir) -> N
         target = torch.randint(4, record.config.tgt_vocab_size, (2, 5))
         with torch.no_grad():
             assert torch.equal(opened(source, target), built(source, target))
+
+
+def test_one_construction_of_a_language_model_and_a_classifier(tmp_path) -> None:
+    config = ModelConfig(
+        src_vocab_size=23, tgt_vocab_size=23, d_model=16, num_heads=2, d_ff=32,
+        num_encoder_layers=1, num_decoder_layers=1,
+    )
+    tokens = torch.randint(4, 23, (2, 6))
+    for name, model in (("lm", DecoderOnlyLM(config)), ("classifier", EncoderOnly(config, num_classes=3))):
+        model.save_pretrained(tmp_path / name)
+        record = model_format.read_model_dir(tmp_path / name)
+        opened = model_format.open_model(record, model_class(record))
+        expected = dict(model.eval().named_buffers()) | model.state_dict()
+        got = dict(opened.named_buffers()) | opened.state_dict()
+        assert expected.keys() == got.keys()
+        for key, tensor in expected.items():
+            assert torch.equal(got[key], tensor), (name, key)
+        with torch.no_grad():
+            assert torch.equal(opened(tokens), model(tokens)), name
