@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from aiayn.errors import AiaynError
+from aiayn.errors import AiaynError, ConfigError
 
 FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
 """The errors of a write that cannot go on (a full disk, a file-size limit, a quota, a read-only
@@ -114,3 +114,20 @@ def atomic_write(path: str | Path, writer: Callable[[Path], None]) -> None:
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Atomically write `text` (UTF-8) to `path`."""
     atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+
+@contextlib.contextmanager
+def output_directory(out: str | Path, overwrite: bool) -> Iterator[Path]:
+    """Yield an empty temporary directory beside `out`; on success it becomes `out`.
+
+    A failed export leaves nothing behind (a full disk or a file-size limit is a one-line
+    `WriteError`); an existing `out` is refused unless `overwrite` (then it is replaced only
+    once the new directory is complete).
+    """
+    out = Path(out)
+    if out.exists() and not overwrite:
+        raise ConfigError(f"--out {out} already exists; pass --overwrite to replace it")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} exists and is not a directory")
+    with write_errors(out), atomic_directory(out) as tmp:
+        yield tmp

@@ -278,10 +278,10 @@ def read_model_dir(directory: str | Path) -> ModelDirectory:
 Model = TypeVar("Model", bound=nn.Module)
 
 
-def build_model(record: ModelDirectory, model_class: type[Model]) -> Model:
-    """The model `record` describes, built as `model_class` (its weights not loaded yet), once
-    its layout on the meta device agrees with the weights header: nothing is allocated for a
-    config the weights contradict, or one too large to hold."""
+def checked_layout(record: ModelDirectory, model_class: type[Model]) -> Model:
+    """The model `record` describes, as `model_class` laid out on the meta device, once that
+    layout agrees with the weights header: nothing is allocated for a config the weights
+    contradict, or one too large to hold."""
     if record.model_type != model_class.model_type:
         raise CheckpointError(
             f"{record.path} holds a {record.model_type!r} model, not a {model_class.model_type!r}"
@@ -289,12 +289,43 @@ def build_model(record: ModelDirectory, model_class: type[Model]) -> Model:
     layout = meta_model(lambda: model_class(record.config, **record.extra), record.config_path)
     check_weights_file(layout, record.weights_path, record.weights)  # before anything is allocated
     check_unstored_buffers(layout, record.weights_path, record.config_path)
+    return layout
+
+
+def build_model(record: ModelDirectory, model_class: type[Model]) -> Model:
+    """The model `record` describes, built as `model_class` with its own initialisation (its
+    weights not loaded), once `checked_layout` agrees with the weights header."""
+    checked_layout(record, model_class)
     return model_class(record.config, **record.extra)
 
 
+def materialize(layout: Model, device: str | torch.device = "cpu") -> Model:
+    """Give a meta-device `layout` real, uninitialised storage on `device`, keeping its tied
+    parameters tied (`to_empty` makes one tensor per name) and recomputing the buffers that
+    no weights file stores through their module's `reset_buffers()`; every stored tensor is
+    left for the weights to fill."""
+    tied: dict[int, list[str]] = {}
+    for name, parameter in layout.named_parameters(remove_duplicate=False):
+        tied.setdefault(id(parameter), []).append(name)
+    stored = layout.state_dict(keep_vars=True).keys()
+    owners = {name.rpartition(".")[0] for name, _ in layout.named_buffers() if name not in stored}
+    layout.to_empty(device=device)
+    for first, *others in tied.values():
+        for name in others:
+            owner, _, attribute = name.rpartition(".")
+            setattr(layout.get_submodule(owner), attribute, layout.get_parameter(first))
+    for owner in sorted(owners):
+        module = layout.get_submodule(owner)
+        if not hasattr(module, "reset_buffers"):
+            raise TypeError(f"{type(module).__name__} has unstored buffers but no reset_buffers()")
+        module.reset_buffers()
+    return layout
+
+
 def open_model(record: ModelDirectory, model_class: type[Model], device: str | torch.device = "cpu") -> Model:
-    """`build_model`, then its weights loaded, on `device`, in eval mode."""
-    model = build_model(record, model_class)
+    """The model of `record`, built once (its `checked_layout` given storage by `materialize`),
+    its weights loaded, on `device`, in eval mode."""
+    model = materialize(checked_layout(record, model_class))
     load_weights(model, record.weights_path, record.weights)
     return model.to(device).eval()
 

@@ -1,7 +1,8 @@
 """One `aiayn translate --model DIR` reads the model directory once: the one reader
 (`aiayn.model_format.read_model_dir`) runs once, Python opens `config.json` once, the
-safetensors header is read once and the weights loaded once, and the model class is built for
-real once (its layout on the meta device, which allocates nothing, comes before)."""
+safetensors header is read once and the weights loaded once, and the model class is constructed
+once (on the meta device, where its layout is checked against the weights before it is given
+storage); that one construction gives the model that a second, real construction would."""
 
 from __future__ import annotations
 
@@ -10,9 +11,17 @@ import io
 from collections import Counter
 from pathlib import Path
 
+import torch
+
 from aiayn import model_format
 from aiayn.cli.main import main
+from aiayn.model.config import ModelConfig
+from aiayn.model.decoder_only import DecoderOnlyLM
+from aiayn.model.encoder_only import EncoderOnly
 from aiayn.model.transformer import Transformer
+from aiayn.model_dir import model_class
+
+LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_dates"
 
 
 def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys) -> None:
@@ -39,7 +48,7 @@ def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys
 
     def init(self, *args, **kwargs):
         real_init(self, *args, **kwargs)
-        counts["Transformer on meta" if next(self.parameters()).is_meta else "Transformer"] += 1
+        counts["Transformer"] += 1
 
     monkeypatch.setattr(Transformer, "__init__", init)
 
@@ -47,5 +56,43 @@ def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys
     assert capsys.readouterr().out.count("\n") == 1
     assert counts == {
         "read_model_dir": 1, "open config.json": 1, "safe_open": 1, "load_file": 1,
-        "Transformer on meta": 1, "Transformer": 1,
+        "Transformer": 1,
     }
+
+
+def test_one_construction_gives_the_model_of_a_real_construction(model_dir) -> None:
+    for directory in (model_dir, LEGACY):
+        record = model_format.read_model_dir(directory)
+        built = model_format.build_model(record, model_class(record))  # constructed for real
+        model_format.load_weights(built, record.weights_path, record.weights)
+        built.eval()
+        opened = model_format.open_model(record, model_class(record))
+        assert (opened.output_projection.weight is opened.tgt_embedding.weight) == record.config.tie_output
+        expected = dict(built.named_buffers()) | built.state_dict()
+        got = dict(opened.named_buffers()) | opened.state_dict()
+        assert expected.keys() == got.keys()
+        for name, tensor in expected.items():
+            assert torch.equal(got[name], tensor), name
+        source = torch.randint(4, record.config.src_vocab_size, (2, 7))
+        target = torch.randint(4, record.config.tgt_vocab_size, (2, 5))
+        with torch.no_grad():
+            assert torch.equal(opened(source, target), built(source, target))
+
+
+def test_one_construction_of_a_language_model_and_a_classifier(tmp_path) -> None:
+    config = ModelConfig(
+        src_vocab_size=23, tgt_vocab_size=23, d_model=16, num_heads=2, d_ff=32,
+        num_encoder_layers=1, num_decoder_layers=1,
+    )
+    tokens = torch.randint(4, 23, (2, 6))
+    for name, model in (("lm", DecoderOnlyLM(config)), ("classifier", EncoderOnly(config, num_classes=3))):
+        model.save_pretrained(tmp_path / name)
+        record = model_format.read_model_dir(tmp_path / name)
+        opened = model_format.open_model(record, model_class(record))
+        expected = dict(model.eval().named_buffers()) | model.state_dict()
+        got = dict(opened.named_buffers()) | opened.state_dict()
+        assert expected.keys() == got.keys()
+        for key, tensor in expected.items():
+            assert torch.equal(got[key], tensor), (name, key)
+        with torch.no_grad():
+            assert torch.equal(opened(tokens), model(tokens)), name

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import tokenizers
 
@@ -52,7 +53,38 @@ log = logging.getLogger(__name__)
 Names = Mapping[str, str | None] | None
 """The `data.special_tokens` mapping (role -> token), for a loaded tokenizer."""
 
-__all__ = ["JOINT_FILE", "SOURCE_FILE", "TARGET_FILE", "Tokenizer", "TokenizerPair"]
+__all__ = [
+    "FORMATS", "JOINT_FILE", "SOURCE_FILE", "TARGET_FILE", "Tokenizer", "TokenizerFormat", "TokenizerPair",
+]
+
+
+@dataclass(frozen=True)
+class TokenizerFormat:
+    """A tokenizer file format besides Hugging Face's `tokenizer.json` (the default), as the
+    loader (`Tokenizer.load`, `TokenizerPair.from_spec` / `load` / `save`) knows it."""
+
+    name: str
+    owns_file: Callable[[str | Path], bool]
+    """Whether a file (by its name) is of this format."""
+    load: Callable[[str | Path, SpecialTokens | None], Any]
+    """One tokenizer from a file of this format, with the given special ids (or its own)."""
+    joint_file: str
+    """The name a model directory keeps a joint tokenizer of this format under."""
+    has_pair: Callable[[str | Path], bool]
+    """Whether a directory holds a source/target pair of this format."""
+    load_pair: Callable[[str | Path, SpecialTokens | None], tuple[Any, Any]]
+    save_pair: Callable[[Any, Path], None]
+    tokenizer_class: type
+    """The class of the tokenizers this format loads (how `save` recognises them)."""
+
+
+FORMATS: tuple[TokenizerFormat, ...] = (
+    TokenizerFormat(
+        "sentencepiece", spm.is_sentencepiece_file, spm.load_sentencepiece, "tokenizer.model",
+        spm.has_marian_pair, spm.load_marian_tokenizers, spm.save_marian_pair, spm.SentencePieceTokenizer,
+    ),
+)
+"""The formats the loader knows besides `tokenizer.json`, tried in order."""
 
 
 class Tokenizer:
@@ -137,9 +169,11 @@ class Tokenizer:
                 found by the rules of `aiayn.data.special_tokens` (which may append a padding
                 token).
         """
-        sibling = Path(source).with_suffix(".model") if str(source).endswith(JOINT_FILE) else None
-        if spm.is_sentencepiece_file(source) or (sibling is not None and sibling.is_file()):
-            return spm.load_sentencepiece(sibling if sibling is not None else source, specials)
+        for form in FORMATS:
+            suffix = Path(form.joint_file).suffix  # `tokenizer.model` kept in place of a `tokenizer.json`
+            sibling = Path(source).with_suffix(suffix) if str(source).endswith(JOINT_FILE) else None
+            if form.owns_file(source) or (sibling is not None and sibling.is_file()):
+                return form.load(sibling if sibling is not None else source, specials)
         hf, path = read_hf_tokenizer(source)
         origin = str(path) if path is not None else f"Hugging Face Hub tokenizer {str(source)!r}"
         return cls(hf, specials, path, names=names, origin=origin)
@@ -261,8 +295,9 @@ class TokenizerPair:
         (`Tokenizer.from_spec`): trained on both sides' texts (`joint`) or one per side, or
         one loaded tokenizer for both sides (one joint vocabulary, whatever `joint` says)."""
         trained = is_trained_kind(spec)
-        if not trained and spm.has_marian_pair(spec):  # OPUS-MT's source.spm + target.spm + vocab.json
-            return cls(*spm.load_marian_tokenizers(spec))
+        for form in () if trained else FORMATS:  # e.g. OPUS-MT's source.spm + target.spm + vocab.json
+            if form.has_pair(spec):
+                return cls(*form.load_pair(spec, None))
         if not (trained or joint):
             log.warning(
                 "data.joint_vocab: false ignored: a loaded tokenizer serves both sides as one vocabulary"
@@ -282,11 +317,13 @@ class TokenizerPair:
         """Read the tokenizers saved by `save` from `directory`, with the special ids `specials`
         (a model directory's) or, without them, found as `Tokenizer.load` does."""
         directory = Path(directory)
-        if spm.has_marian_pair(directory):
-            return cls(*spm.load_marian_tokenizers(directory, specials))
+        for form in FORMATS:
+            if form.has_pair(directory):
+                return cls(*form.load_pair(directory, specials))
         joint = directory / JOINT_FILE
-        if (directory / "tokenizer.model").is_file():
-            joint = directory / "tokenizer.model"
+        for form in FORMATS:
+            if (directory / form.joint_file).is_file():
+                joint = directory / form.joint_file
         src, tgt = directory / SOURCE_FILE, directory / TARGET_FILE
         has_joint, has_pair = joint.is_file(), src.is_file() or tgt.is_file()
         if has_joint and has_pair:
@@ -310,12 +347,13 @@ class TokenizerPair:
         """
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        if isinstance(self.source, spm.SentencePieceTokenizer):
-            if self.is_joint:
-                self.source.save(directory / "tokenizer.model")
-            else:
-                spm.save_marian_pair(self, directory)
-            return
+        for form in FORMATS:
+            if isinstance(self.source, form.tokenizer_class):
+                if self.is_joint:
+                    self.source.save(directory / form.joint_file)
+                else:
+                    form.save_pair(self, directory)
+                return
         if self.is_joint:
             self.source.save(directory / JOINT_FILE)
             stale = [SOURCE_FILE, TARGET_FILE]

@@ -8,8 +8,6 @@ a vocabulary may keep its special tokens anywhere.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,9 +16,11 @@ from torch import nn
 
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.errors import CheckpointError, ConfigError
-from aiayn.files import atomic_directory, write_errors
+from aiayn.files import output_directory
 from aiayn.model.config import ModelConfig
 from aiayn.model_dir import load_model_of, load_tokenizers, read_model_dir
+
+__all__ = ["ExportSource", "load_source", "output_directory", "refuse_other_head_dim"]
 
 
 @dataclass
@@ -66,20 +66,3 @@ def refuse_other_head_dim(config: ModelConfig, target: str) -> None:
             f"{target} cannot represent ModelConfig.head_dim={config.head_dim} (it needs head_dim x "
             f"num_heads = d_model = {config.d_model}, here {config.num_heads} heads)"
         )
-
-
-@contextlib.contextmanager
-def output_directory(out: str | Path, overwrite: bool) -> Iterator[Path]:
-    """Yield an empty temporary directory beside `out`; on success it becomes `out`.
-
-    A failed export leaves nothing behind (a full disk or a file-size limit is a one-line
-    `WriteError`); an existing `out` is refused unless `overwrite` (then it is replaced only
-    once the new directory is complete).
-    """
-    out = Path(out)
-    if out.exists() and not overwrite:
-        raise ConfigError(f"--out {out} already exists; pass --overwrite to replace it")
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} exists and is not a directory")
-    with write_errors(out), atomic_directory(out) as tmp:
-        yield tmp

@@ -21,9 +21,8 @@ from pathlib import Path
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.export.common import ExportSource
+from aiayn.hf_format import TARGET_SUBFOLDER
 from aiayn.model.config import ModelConfig
-
-TARGET_SUBFOLDER = "target_tokenizer"
 
 
 def hf_tokenizer(tokenizer: Tokenizer, config: ModelConfig, append_eos: bool):

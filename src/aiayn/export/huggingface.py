@@ -24,9 +24,7 @@ as aiayn's translator does) and a `generation_config.json` with aiayn's defaults
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,14 +33,15 @@ import torch
 from aiayn.decoding.common import never_generated
 from aiayn.errors import ConfigError
 from aiayn.export.common import ExportSource, load_source, output_directory, refuse_other_head_dim
-from aiayn.export.hf_mapping import (
+from aiayn.export.hf_tokenizer import save_hf_tokenizers
+from aiayn.hf_format import quiet_transformers as _quiet_transformers
+from aiayn.hf_mapping import (
     feature_order,
     gpt2_rules,
     marian_language_rules,
     marian_translation_rules,
     to_theirs,
 )
-from aiayn.export.hf_tokenizer import save_hf_tokenizers
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
 from aiayn.model_card import card_fields, write_model_card
@@ -98,21 +97,6 @@ def push_to_hub(directory: str | Path, repo_id: str, private: bool = False) -> s
         ) from None
     return str(getattr(commit, "repo_url", None) or f"https://huggingface.co/{repo_id}")
 
-
-@contextlib.contextmanager
-def _quiet_transformers() -> Iterator[None]:
-    """No progress bars or notices from transformers while it builds and saves the model."""
-    from transformers.utils import logging as hf_logging
-
-    verbosity, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        hf_logging.set_verbosity(verbosity)
-        if bars:
-            hf_logging.enable_progress_bar()
 
 
 # ------------------------------------------------------------------ checks

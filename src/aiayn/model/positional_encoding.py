@@ -42,8 +42,14 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def __init__(self, d_model: int, max_len: int) -> None:
         super().__init__()
-        self.max_len = max_len
+        self.max_len, self.d_model = max_len, d_model
         self.register_buffer("table", sinusoidal_table(max_len, d_model), persistent=False)
+
+    def reset_buffers(self) -> None:
+        """Recompute the table in place (on its device), e.g. once a layout built without
+        storage has been given some."""
+        with torch.no_grad():
+            self.table.copy_(sinusoidal_table(self.max_len, self.d_model))
 
     def forward(self, x: Tensor, offset: int = 0) -> Tensor:
         """x: (B, T, d_model) -> x + PE[offset : offset + T]."""

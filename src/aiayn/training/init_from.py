@@ -2,7 +2,7 @@
 
 SOURCE is an aiayn model directory (a finished run directory is one), a Hugging Face
 Transformers directory (`MarianMTModel`, `GPT2LMHeadModel`; imported into the run directory's
-`init_from/` first, `aiayn.export.hf_import`) or a Hub name (downloaded; offline, a one-line
+`init_from/` first, `aiayn.hf_format`) or a Hub name (downloaded; offline, a one-line
 error). From SOURCE come:
 
 - the weights, and the model settings: a `model.*` key of the run's config that contradicts
@@ -77,7 +77,7 @@ class InitSource:
         if path.is_dir() and is_model_dir(path):
             directory = path
         else:  # a Transformers checkpoint, imported by the code of `aiayn import huggingface`
-            from aiayn.export.hf_import import hf_model_type, import_huggingface, resolve_source
+            from aiayn.hf_format import hf_model_type, import_huggingface, resolve_source
 
             if path.exists() and not (path.is_dir() and hf_model_type(path)):
                 raise ConfigError(
