@@ -39,7 +39,7 @@ def test_the_fused_kernel_is_eq_1_of_the_reference(kind: str) -> None:
 def test_the_fused_in_proj_is_the_references_four_matrices() -> None:
     torch.manual_seed(2)
     engine = MultiHeadAttention(d_model=32, num_heads=4).eval()
-    reference = paper.MultiHeadAttention(d_model=32, heads=4).eval()
+    reference = paper.MultiHeadAttention(d_model=32, heads=4, d_k=8).eval()
     weights = paper.paper_state_dict({f"attn.{n}": t for n, t in engine.state_dict().items()})
     reference.load_state_dict({name.removeprefix("attn."): t for name, t in weights.items()})
     x = torch.randn(2, 6, 32)

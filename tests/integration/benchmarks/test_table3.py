@@ -13,7 +13,7 @@ import pytest
 
 from aiayn.data.synthetic import make_task
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def load_script():
