@@ -59,7 +59,7 @@ def test_serves_and_sigterm_lets_requests_in_flight_complete(translation_dir):
             with pytest.raises(ConnectionRefusedError):  # no new connections once stopping
                 socket.create_connection(("127.0.0.1", server.port), timeout=5)
             answers = [f.result(timeout=120) for f in futures]
-        status, stderr = server.stop(timeout=120)
+        status, stderr = server.wait(timeout=120)  # SIGTERM was sent above
     finally:
         if server.process.poll() is None:
             server.process.kill()
@@ -77,7 +77,7 @@ def test_sigint_stops_an_idle_language_model_service_with_status_0(lm_dir):
         status, body = request(server.port, "POST", "/v1/generate", {"prompt": "the", "max_new_tokens": 5})
         assert status == 200 and isinstance(body["text"], str)
         server.process.send_signal(signal.SIGINT)
-        status, stderr = server.stop(timeout=60)
+        status, stderr = server.wait(timeout=60)  # SIGINT was sent above
     finally:
         if server.process.poll() is None:
             server.process.kill()

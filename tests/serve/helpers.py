@@ -51,6 +51,12 @@ class ServerProcess:
         """SIGTERM, then the exit status and stderr."""
         if self.process.poll() is None:
             self.process.terminate()
+        return self.wait(timeout)
+
+    def wait(self, timeout: float = 60.0) -> tuple[int, str]:
+        """The exit status and stderr once the process ends by itself (killed after `timeout`).
+        After a test's own signal this sends none: a second SIGTERM that lands once the server
+        has put back the default handlers would kill it with that signal."""
         try:
             _, stderr = self.process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
