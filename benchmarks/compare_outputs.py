@@ -78,8 +78,10 @@ def compare(args: argparse.Namespace) -> None:
     torch.set_num_threads(1)
     before, after = (json.loads(Path(p).read_text()) for p in (args.before, args.after))
     sources = read_lines(args.source or default_source())[: args.limit]
+    from aiayn.runtime.cpu import cpu_model
+
     report: dict = {"before": before["aiayn"], "after": after["aiayn"], "model": str(args.model),
-                    "tie": args.tie, "results": {}}
+                    "tie": args.tie, "cpu_model": cpu_model(), "results": {}}
     translators: dict = {}
     for key in sorted(set(before["outputs"]) & set(after["outputs"])):
         runtime, search = key.split("/")
