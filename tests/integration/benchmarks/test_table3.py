@@ -64,8 +64,9 @@ def test_rows_run_record_every_figure_and_resume(plan: table3.Plan) -> None:
         assert "--set train.max_steps=6" in row["command"]
         assert "train.schedule_follows_budget=false" in row["command"]
         assert "train.max_minutes=null" in row["command"]
-    assert saved["rows"]["A1"]["params"] != saved["rows"]["base"]["params"] or "model.num_heads=1" in \
-        saved["rows"]["A1"]["command"]
+    # Each row trains its own variation: A1's one head replaces the plan's two, the base keeps them.
+    assert "--set model.num_heads=1 " in saved["rows"]["A1"]["command"]
+    assert "--set model.num_heads=2 " in saved["rows"]["base"]["command"]
 
     # Resume: the finished rows are skipped; only the new one runs.
     ran: list[str] = []
