@@ -62,8 +62,11 @@ BASE_SETTINGS: dict[str, Any] = {
     "train.schedule": "cosine", "train.lr": 1.0e-3, "train.min_lr": 2.0e-5, "train.warmup": "6%",
     "train.schedule_follows_budget": False, "train.max_minutes": None,
     "train.validation_metric": "loss", "train.keep_checkpoints": 1, "train.progress_bar": False,
-    "train.threads": 1,
+    "train.threads": 1, "train.precision": "fp32",
 }  # fmt: skip
+"""Settings every row shares. `train.precision` is fixed, not `auto`: auto picks bf16 or fp32 by a
+timing at start-up, which could differ between rows (and between the machines a table filled over
+several sittings runs on), and fp32 computes the same on every CPU."""
 
 
 @dataclass(frozen=True)

@@ -63,6 +63,7 @@ def test_rows_run_record_every_figure_and_resume(plan: table3.Plan) -> None:
         assert math.isfinite(row["val_ppl"]) and row["val_ppl"] > 1
         assert "--set train.max_steps=6" in row["command"]
         assert "train.schedule_follows_budget=false" in row["command"]
+        assert "train.precision=fp32" in row["command"]
         assert "train.max_minutes=null" in row["command"]
     # Each row trains its own variation: A1's one head replaces the plan's two, the base keeps them.
     assert "--set model.num_heads=1 " in saved["rows"]["A1"]["command"]
