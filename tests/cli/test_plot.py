@@ -71,12 +71,16 @@ def write_metrics(run_dir, records):
     (run_dir / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
-def fake_run(run_dir, scale: float, bleu: bool = True):
+def fake_run(run_dir, scale: float, bleu: bool = True, seconds_per_step: float | None = None):
     records = []
     for step in range(1, 101):
         records.append({"step": step, "split": "train", "loss": scale * 5 / step**0.3, "lr": 1e-3})
+        if seconds_per_step is not None:
+            records[-1]["elapsed_s"] = step * seconds_per_step
         if step % 25 == 0:
             val = {"step": step, "split": "val", "loss": scale * 4 / step**0.3, "ppl": 2.0}
+            if seconds_per_step is not None:
+                val["elapsed_s"] = step * seconds_per_step + 1.5
             if bleu:
                 val["bleu"] = step / 4 / scale
             records.append(val)
@@ -101,8 +105,32 @@ def test_curves_read_the_logged_values(tmp_path):
     assert len(run.train_loss) == 100 and len(run.val_loss) == 4 and len(run.val_bleu) == 4
     figure = curves_figure([run])
     loss_lines = figure.axes[0].get_lines()
-    assert list(loss_lines[0].get_ydata()) == [v for _, v in run.train_loss]
+    assert list(loss_lines[0].get_ydata()) == [p.value for p in run.train_loss]
     assert list(figure.axes[1].get_lines()[0].get_xdata()) == [25, 50, 75, 100]
+
+
+def test_curves_against_minutes(tmp_path, capsys):
+    from aiayn.plots.curves import curves_figure, read_run
+
+    slow = read_run(fake_run(tmp_path / "slow", 1.0, seconds_per_step=6.0))
+    fast = read_run(fake_run(tmp_path / "fast", 1.0, seconds_per_step=3.0))
+    figure = curves_figure([slow, fast], x="minutes")
+    assert figure.axes[0].get_xlabel() == figure.axes[1].get_xlabel() == "minutes since the run started"
+    slow_bleu, fast_bleu = figure.axes[1].get_lines()
+    # The same steps land at each run's own minutes: the slow run's validations twice as late.
+    assert list(slow_bleu.get_xdata()) == pytest.approx([(s * 6.0 + 1.5) / 60 for s in (25, 50, 75, 100)])
+    assert list(fast_bleu.get_xdata()) == pytest.approx([(s * 3.0 + 1.5) / 60 for s in (25, 50, 75, 100)])
+    assert list(figure.axes[0].get_lines()[0].get_xdata()) == pytest.approx([s / 10 for s in range(1, 101)])
+    out = tmp_path / "minutes.png"
+    assert main(["plot", "curves", str(tmp_path / "slow"), str(tmp_path / "fast"), "--x", "minutes",
+                 "--out", str(out)]) == 0
+    assert_png_not_blank(out)
+    # A metrics file without elapsed_s (written before it was logged) can only be drawn by steps.
+    old = fake_run(tmp_path / "old", 1.0)
+    assert main(["plot", "curves", str(old), "--x", "minutes", "--out", str(tmp_path / "o.png")]) == 2
+    err = capsys.readouterr().err
+    assert "old" in err and "step 1 has no elapsed_s" in err and "Traceback" not in err
+    assert not (tmp_path / "o.png").exists()
 
 
 def test_curves_errors(tmp_path, capsys):

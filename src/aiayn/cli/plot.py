@@ -109,11 +109,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     curves = plots.add_parser(
         "curves",
         help="training and validation loss (and BLEU) of run directories",
-        description="Loss against steps from RUN_DIR/metrics.jsonl, several runs overlaid; "
+        description="Loss against steps (or minutes) from RUN_DIR/metrics.jsonl, several runs overlaid; "
         "validation BLEU beside it when logged.",
     )
     curves.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories of `aiayn train`")
     curves.add_argument("--out", required=True, metavar="FILE", help="output .png or .svg")
+    curves.add_argument(
+        "--x", choices=("step", "minutes"), default="step",
+        help="the horizontal axis: optimizer steps, or wall-clock minutes since each run started "
+        "(runs of different speeds side by side, as a time budget sees them)",
+    )
     curves.set_defaults(func=run_curves)
 
 
@@ -164,6 +169,6 @@ def run_curves(args: argparse.Namespace) -> int:
     from aiayn.plots.curves import plot_curves
 
     check_out(args.out)
-    plot_curves(args.run_dirs, args.out)
+    plot_curves(args.run_dirs, args.out, args.x)
     print(args.out)
     return 0

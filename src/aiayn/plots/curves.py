@@ -1,7 +1,9 @@
-"""Training curves from run directories: loss (and BLEU when logged) against steps.
+"""Training curves from run directories: loss (and BLEU when logged) against steps or minutes.
 
 Reads `RUN_DIR/metrics.jsonl` (`aiayn.training.run_dir.MetricsLog`): one JSON object per
-line with `step`, `split` ('train' or 'val'), `loss`, and for validation `ppl`, `bleu`, ...
+line with `step`, `split` ('train' or 'val'), `loss`, `elapsed_s` (wall-clock seconds since the
+run started), and for validation `ppl`, `bleu`, ... Against minutes, runs of different speeds
+compare as a user with a time budget sees them: what each reached after N minutes.
 Training loss (label-smoothed, Sec. 5.4) is drawn solid, validation loss (plain negative
 log-likelihood) dashed with markers, one colour per run.
 """
@@ -12,6 +14,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from matplotlib.figure import Figure
 
@@ -19,15 +22,27 @@ from aiayn.errors import DataError
 from aiayn.plots.output import save_figure
 from aiayn.training.run_dir import METRICS_FILE
 
+X_AXES = ("step", "minutes")
+"""What the curves can be drawn against."""
+
+
+class Point(NamedTuple):
+    """One logged value: its step, the minutes since the run started (None when the line has no
+    `elapsed_s`) and the value."""
+
+    step: int
+    minutes: float | None
+    value: float
+
 
 @dataclass
 class RunCurves:
-    """The series of one run: lists of (step, value)."""
+    """The series of one run: lists of `Point`, by step."""
 
     name: str
-    train_loss: list[tuple[int, float]] = field(default_factory=list)
-    val_loss: list[tuple[int, float]] = field(default_factory=list)
-    val_bleu: list[tuple[int, float]] = field(default_factory=list)
+    train_loss: list[Point] = field(default_factory=list)
+    val_loss: list[Point] = field(default_factory=list)
+    val_bleu: list[Point] = field(default_factory=list)
 
 
 def _number(value: object) -> float | None:
@@ -56,14 +71,16 @@ def read_run(run_dir: str | Path, name: str | None = None) -> RunCurves:
         if not isinstance(record, dict) or _number(record.get("step")) is None:
             raise DataError(f"{path}: line {number} has no numeric 'step'")
         step = int(record["step"])
+        seconds = _number(record.get("elapsed_s"))
+        minutes = None if seconds is None else seconds / 60
         loss, bleu = _number(record.get("loss")), _number(record.get("bleu"))
         if record.get("split") == "train" and loss is not None:
-            run.train_loss.append((step, loss))
+            run.train_loss.append(Point(step, minutes, loss))
         elif record.get("split") == "val":
             if loss is not None:
-                run.val_loss.append((step, loss))
+                run.val_loss.append(Point(step, minutes, loss))
             if bleu is not None:
-                run.val_bleu.append((step, bleu))
+                run.val_bleu.append(Point(step, minutes, bleu))
     if not (run.train_loss or run.val_loss):
         raise DataError(f"{path}: no training or validation loss logged yet")
     for series in (run.train_loss, run.val_loss, run.val_bleu):
@@ -79,10 +96,26 @@ def run_names(run_dirs: Sequence[str | Path]) -> list[str]:
     return names
 
 
-def curves_figure(runs: Sequence[RunCurves]) -> Figure:
-    """Loss against steps (and BLEU, when any run logged it), one colour per run."""
+def _xy(run: RunCurves, series: list[Point], x: str) -> tuple[list[float], list[float]]:
+    """The x (step or minutes) and y values of a series; a point without minutes is an error
+    when drawing against minutes."""
+    if x == "step":
+        return [p.step for p in series], [p.value for p in series]
+    missing = next((p for p in series if p.minutes is None), None)
+    if missing is not None:
+        raise DataError(
+            f"{run.name}: the metrics line of step {missing.step} has no elapsed_s; draw against steps"
+        )
+    return [p.minutes for p in series], [p.value for p in series]  # type: ignore[misc]
+
+
+def curves_figure(runs: Sequence[RunCurves], x: str = "step") -> Figure:
+    """Loss against steps or minutes (and BLEU, when any run logged it), one colour per run."""
     if not runs:
         raise DataError("no run directory given")
+    if x not in X_AXES:
+        raise DataError(f"x must be one of {', '.join(X_AXES)}, got {x!r}")
+    x_label = "step" if x == "step" else "minutes since the run started"
     with_bleu = any(run.val_bleu for run in runs)
     figure = Figure(figsize=(12 if with_bleu else 7.5, 4.5), layout="constrained")
     axes = figure.subplots(1, 2 if with_bleu else 1, squeeze=False)[0]
@@ -90,21 +123,19 @@ def curves_figure(runs: Sequence[RunCurves]) -> Figure:
     colors = [f"C{i % 10}" for i in range(len(runs))]
     for run, color in zip(runs, colors, strict=True):
         if run.train_loss:
-            steps, values = zip(*run.train_loss, strict=True)
-            loss_axes.plot(steps, values, color=color, lw=1.3, label=f"{run.name} train")
+            loss_axes.plot(*_xy(run, run.train_loss, x), color=color, lw=1.3, label=f"{run.name} train")
         if run.val_loss:
-            steps, values = zip(*run.val_loss, strict=True)
-            loss_axes.plot(steps, values, color=color, ls="--", marker="o", ms=4, label=f"{run.name} val")
+            xs, values = _xy(run, run.val_loss, x)
+            loss_axes.plot(xs, values, color=color, ls="--", marker="o", ms=4, label=f"{run.name} val")
         if with_bleu and run.val_bleu:
-            steps, values = zip(*run.val_bleu, strict=True)
-            axes[1].plot(steps, values, color=color, marker="o", ms=4, label=run.name)
-    loss_axes.set_xlabel("step")
+            axes[1].plot(*_xy(run, run.val_bleu, x), color=color, marker="o", ms=4, label=run.name)
+    loss_axes.set_xlabel(x_label)
     loss_axes.set_ylabel("loss per target token (nats)")
     loss_axes.set_title("loss (train: label-smoothed; val: plain NLL)", fontsize=10)
     loss_axes.grid(alpha=0.3)
     loss_axes.legend(fontsize=8)
     if with_bleu:
-        axes[1].set_xlabel("step")
+        axes[1].set_xlabel(x_label)
         axes[1].set_ylabel("BLEU")
         axes[1].set_title("validation BLEU", fontsize=10)
         axes[1].grid(alpha=0.3)
@@ -112,8 +143,9 @@ def curves_figure(runs: Sequence[RunCurves]) -> Figure:
     return figure
 
 
-def plot_curves(run_dirs: Sequence[str | Path], path: str | Path) -> list[RunCurves]:
-    """Read each run and draw the curves to `path` (.png or .svg); returns the runs read."""
+def plot_curves(run_dirs: Sequence[str | Path], path: str | Path, x: str = "step") -> list[RunCurves]:
+    """Read each run and draw the curves against `x` ('step' or 'minutes') to `path` (.png or
+    .svg); returns the runs read."""
     runs = [read_run(d, name) for d, name in zip(run_dirs, run_names(run_dirs), strict=True)]
-    save_figure(curves_figure(runs), path)
+    save_figure(curves_figure(runs, x), path)
     return runs
