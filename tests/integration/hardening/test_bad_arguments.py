@@ -13,7 +13,7 @@ from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.cli.main import build_parser, main
 from aiayn.errors import ConfigError
 from aiayn.ranges import Range
-from aiayn.training.config import load_config
+from aiayn.tasks import load_config
 
 from .conftest import make_model_dir
 

@@ -153,6 +153,8 @@ def greedy_metrics(
 class PaperTranslationTask(TranslationTask):
     """`aiayn train` with `train.implementation: paper` (see the module docstring)."""
 
+    implementation = "paper"
+
     def check_config(self, config: RunConfig) -> None:
         super().check_config(config)
         if config.train.init_from is not None:
