@@ -145,3 +145,22 @@ def test_importing_tasks_imports_no_task_package_nor_torch() -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == []
+
+
+def test_each_trainer_reads_its_own_tasks_settings() -> None:
+    from aiayn.classify.run import CLASSIFY_TASK
+    from aiayn.lm.run import LM_TASK
+    from aiayn.training.run import check_data_settings
+    from aiayn.translation.task import TRANSLATION_TASK
+
+    trainers = (TRANSLATION_TASK, LM_TASK, CLASSIFY_TASK)
+    assert tuple(trainer.data_settings for trainer in trainers) == task_settings()
+    for trainer in trainers:
+        task = trainer.data_settings.task_names()[0]
+        check_data_settings(trainer, config_from_dict({"data": {"task": task}}))
+    with pytest.raises(ConfigError) as error:
+        check_data_settings(TRANSLATION_TASK, load_config(CONFIGS / "shakespeare_char.yaml"))
+    assert str(error.value) == (
+        "aiayn train needs data.task one of copy, reverse, dates, multi30k, files; got 'text' "
+        "(a task of aiayn lm)"
+    )

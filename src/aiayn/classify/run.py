@@ -128,6 +128,7 @@ class ClassifyTask(OneTokenizerTask[ClassifyData]):
     """Labelled texts -> `EncoderOnly`; validated by loss and accuracy."""
 
     command = "aiayn classify train"
+    data_settings = ClassifySettings
     model_type = EncoderOnly.model_type
     target_unit = "examples"
     metrics = (ACCURACY,)

@@ -115,6 +115,7 @@ class LMTask(OneTokenizerTask[LMData]):
     """A text file -> `DecoderOnlyLM`; validated (and selected) by its loss."""
 
     command = "aiayn lm train"
+    data_settings = LMSettings
     uses_store = True
     model_type = DecoderOnlyLM.model_type
 

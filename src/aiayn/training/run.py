@@ -85,11 +85,22 @@ def run_task(
     run_dir = Path(run_dir)
     check_implementation(task, config.train.implementation)
     task.check_config(config)
+    check_data_settings(task, config)
     check_trackers(config.train.report_to)  # a tracker not installed: before any work
     find_metric(config.train.validation_metric, task.metrics)  # fail before any work
     check_auto_supported(config, task.measures_corpus)
     with hold_run_dir(run_dir, resume, overwrite, dist), log_to_file(run_dir, enabled=dist.is_main):
         return _train_and_report(task, config, run_dir, resume, dist)
+
+
+def check_data_settings(task: Task[Any, Any], config: RunConfig) -> None:
+    """Raise `ConfigError` unless `config`'s `data` section is one that `task` reads."""
+    if not isinstance(config.data, task.data_settings):
+        names = ", ".join(task.data_settings.task_names())
+        raise ConfigError(
+            f"{task.command} needs data.task one of {names}; got {config.data.task!r} "
+            f"(a task of {type(config.data).command})"
+        )
 
 
 def check_implementation(task: Task[Any, Any], implementation: str) -> None:

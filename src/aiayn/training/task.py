@@ -115,6 +115,7 @@ class Task(ABC, Generic[TokenizerT, DataT]):
 
     Attributes:
         command: the CLI command that trains it, for "Resume with: COMMAND --resume RUN_DIR".
+        data_settings: the class of the `data` section it reads (its package's settings).
         model_type: the `model_type` of the model directories it writes (and starts from,
             `--init-from`).
         target_unit: what the loss counts ('tokens' or 'examples'), for `results.json`'s
@@ -132,6 +133,7 @@ class Task(ABC, Generic[TokenizerT, DataT]):
     """
 
     command: ClassVar[str]
+    data_settings: ClassVar[type[DataSettings]]
     implementation: ClassVar[str] = "engine"
     implementations: ClassVar[tuple[str, ...]] = ("engine",)
     uses_store: ClassVar[bool] = False

@@ -88,6 +88,7 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
     """Sentence pairs -> `Transformer`; validated by loss, BLEU and exact match."""
 
     command = "aiayn train"
+    data_settings = TranslationSettings
     model_type = Transformer.model_type
     metrics = (BLEU, EXACT_MATCH)
     uses_store = True
