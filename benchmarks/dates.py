@@ -50,7 +50,7 @@ def generalisation_figures(run_dir: Path) -> dict:
         heldout_format_pairs,
         make_task,
     )
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
     from aiayn.training.run_dir import CONFIG_FILE
 
     config = load_config(run_dir / CONFIG_FILE)

@@ -85,7 +85,7 @@ def main() -> None:
                         help="tiny budgets: check the script, not the figures")
     args = parser.parse_args()
     from aiayn.data.synthetic import heldout_format_pairs, make_task
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
 
     root = Path(tempfile.mkdtemp())
     base = root / "dates"

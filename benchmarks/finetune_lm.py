@@ -56,7 +56,7 @@ def transformers_loss(hf_dir: Path, run_dir: Path) -> float:
     from aiayn.lm.run import prepare_lm_data
     from aiayn.model.config import ModelConfig
     from aiayn.model_dir import read_model_json
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
 
     specials = SpecialTokens.of(ModelConfig.from_dict(read_model_json(run_dir)["config"]))
     tokenizer = Tokenizer.load(run_dir / "tokenizer.json", specials)

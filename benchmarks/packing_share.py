@@ -37,7 +37,7 @@ from torch import Tensor, nn
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from ab_compare import cpu_model
 from aiayn.model import ModelConfig, PackedLayout, Transformer
-from aiayn.training.config import config_from_dict
+from aiayn.tasks import config_from_dict
 from aiayn.training.loss import projected_label_smoothed_nll, translation_loss
 from aiayn.training.trainer import Trainer
 from train_throughput import make_batches

@@ -24,8 +24,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.loss import translation_loss
-from aiayn.training.paper_adapter import paper_loss, paper_model
 from aiayn.training.run import cpu_model
+from aiayn.translation.paper_adapter import paper_loss, paper_model
 from train_throughput import make_batches
 
 RESULTS = Path(__file__).resolve().parent / "results" / "paper_speed.json"

@@ -61,7 +61,7 @@ def child(args: argparse.Namespace) -> None:
 
     from aiayn.data.tokenizer import TokenizerPair
     from aiayn.model import Transformer
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
     from aiayn.training.loss import translation_loss
     from aiayn.training.trainer import Trainer
     from aiayn.translation.data import prepare_data
@@ -113,7 +113,7 @@ def main() -> None:
         child(args)
         return
     from aiayn.runtime.cpu import cpu_model
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
     from aiayn.translation.data import prepare_data
 
     work = Path(tempfile.mkdtemp())

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aiayn.data.batching import make_batch
 from aiayn.data.special_tokens import TRAINED_SPECIALS
 from aiayn.model import ModelConfig, Transformer
-from aiayn.training.config import config_from_dict
+from aiayn.tasks import config_from_dict
 from aiayn.training.device import autocast, select_device
 from aiayn.training.loss import translation_loss
 from aiayn.training.trainer import Trainer

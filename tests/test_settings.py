@@ -12,21 +12,20 @@ import typing
 import pytest
 
 from aiayn.errors import ConfigError
+from aiayn.lm.settings import LMSettings
 from aiayn.model import ModelConfig
 from aiayn.ranges import Range
-from aiayn.settings import describe_settings, field_choices, field_range, field_tasks, is_numeric, is_text
-from aiayn.training.config import (
-    TASK_KINDS,
-    TOKENIZER_IDS,
-    DataConfig,
-    ModelSection,
-    TrainConfig,
-    apply_overrides,
-    config_from_dict,
-    load_config,
-)
+from aiayn.settings import describe_settings, field_choices, field_range, is_numeric, is_text
+from aiayn.tasks import apply_overrides, config_from_dict, task_names, task_settings
+from aiayn.training.config import TOKENIZER_IDS, ModelSection, TrainConfig
+from aiayn.translation.settings import TranslationSettings
 
-SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+SECTIONS = {
+    **{f"data/{settings.kind}": settings for settings in task_settings()},
+    "model": ModelConfig,
+    "train": TrainConfig,
+}
+"""Each section's dataclass; the `data` section's is the task's (`data/KIND`: its settings class)."""
 FROM_TOKENIZER = {"src_vocab_size", "tgt_vocab_size", *TOKENIZER_IDS}  # never in a config file
 
 FREE_TEXT = {
@@ -60,6 +59,13 @@ def enumerated_fields() -> list[tuple[str, str]]:
     return [*found, ("model", "preset")]
 
 
+def config_with(section: str, name: str, value: typing.Any) -> dict[str, typing.Any]:
+    """A config mapping that sets `name` of `section` (a data section names a task of its kind)."""
+    where, _, kind = section.partition("/")
+    values = {"task": SECTIONS[section].task_names()[0]} if kind else {}
+    return {where: values | {name: value}}
+
+
 def field_of(section: str, name: str) -> dataclasses.Field:
     cls = ModelSection if (section, name) == ("model", "preset") else SECTIONS[section]
     return next(f for f in dataclasses.fields(cls) if f.name == name)
@@ -89,9 +95,10 @@ def test_every_number_has_its_range_and_every_string_its_choices_declared_beside
     for section, cls in SECTIONS.items():
         for field, annotation in fields(cls):
             paths = field.name.endswith(("_src", "_tgt", "_tsv", "_file"))
-            if is_text(annotation) and not paths and (section, field.name) not in FREE_TEXT:
+            if is_text(annotation) and not paths and (section.partition("/")[0], field.name) not in FREE_TEXT:
                 assert field_choices(field), f"{section}.{field.name} is a string without choices"
-    assert field_choices(field_of("data", "task")) == tuple(TASK_KINDS)
+    names = [name for settings in task_settings() for name in settings.task_names()]
+    assert len(names) == len(set(names)), f"a task name read by two settings classes: {names}"
 
 
 @pytest.mark.parametrize(("section", "name"), numeric_fields(), ids="{0[0]}.{0[1]}".format)
@@ -107,18 +114,22 @@ def test_the_validator_refuses_a_number_outside_its_range_naming_the_key(section
                 ModelConfig(**{name: value})
             if name in FROM_TOKENIZER:
                 continue
-        with pytest.raises(ConfigError, match="^" + re.escape(f"{section}.{name}{expected}")):
-            config_from_dict({section: {name: value}})
+        key = f"{section.partition('/')[0]}.{name}"
+        with pytest.raises(ConfigError, match="^" + re.escape(f"{key}{expected}")):
+            config_from_dict(config_with(section, name, value))
 
 
 @pytest.mark.parametrize(("section", "name"), enumerated_fields(), ids="{0[0]}.{0[1]}".format)
 def test_the_validator_refuses_a_string_outside_its_choices_naming_the_key(section, name):
     choices = field_choices(field_of(section, name))
-    message = f"^{section}.{name} must be one of {', '.join(choices)}; got 'nonsense'"
+    if (section.partition("/")[0], name) == ("data", "task"):  # the task is looked up among all tasks
+        assert set(choices) <= set(task_names())
+        choices = task_names()
+    message = f"^{section.partition('/')[0]}.{name} must be one of {', '.join(choices)}; got 'nonsense'"
     with pytest.raises(ConfigError, match=message):
-        config_from_dict({section: {name: "nonsense"}})
+        config_from_dict(config_with(section, name, "nonsense"))
     for choice in choices:  # and takes each of them
-        assert config_from_dict({section: {name: choice}})
+        assert config_from_dict(config_with(section, name, choice))
 
 
 def test_set_converts_by_the_field_type():
@@ -142,7 +153,7 @@ def test_set_converts_by_the_field_type():
 
 def test_dataclasses_check_themselves():
     with pytest.raises(ConfigError, match=r"^data.block_size must be an integer >= 1, got 0"):
-        DataConfig(task="text", block_size=0)
+        LMSettings(task="text", block_size=0)
     with pytest.raises(ConfigError, match=r"^train.schedule must be one of"):
         TrainConfig(schedule="linear")
     assert TrainConfig(lr=1).lr == 1.0 and type(TrainConfig(lr=1).lr) is float
@@ -151,31 +162,11 @@ def test_dataclasses_check_themselves():
         ModelConfig(d_model=64.0)
     # what relates two fields is checked beside the ranges, however the dataclass is made
     with pytest.raises(ConfigError, match=r"data.stride must be between 1 and data.block_size \(8\), got 9"):
-        DataConfig(task="text", block_size=8, stride=9)
+        LMSettings(task="text", block_size=8, stride=9)
     with pytest.raises(ConfigError, match="train.warmup must be >= 1 for the noam schedule, got 0"):
         TrainConfig(schedule="noam", warmup=0)
     with pytest.raises(ConfigError, match="data.tokenizer must be bpe, char, byte_bpe"):
-        DataConfig(tokenizer=" ")
-
-
-def test_every_data_field_names_the_tasks_that_read_it():
-    kinds = set(TASK_KINDS.values())
-    assert kinds == {"translation", "lm", "classify"}
-    for field in dataclasses.fields(DataConfig):
-        tasks = field_tasks(field)
-        assert tasks and set(tasks) <= kinds, f"data.{field.name}: tasks {tasks}"
-
-
-def test_a_data_field_the_task_does_not_read_is_logged_as_ignored(caplog):
-    with caplog.at_level("WARNING", logger="aiayn"):
-        config_from_dict({"data": {"task": "text", "text_file": "t.txt", "num_train": 5, "block_size": 8}})
-    assert "data.num_train is not read by task 'text' (lm); ignored" in caplog.text
-    assert "block_size" not in caplog.text
-    caplog.clear()
-    with caplog.at_level("WARNING", logger="aiayn"):
-        load_config(None)  # the shipped dates config sets only what its task reads
-        config_from_dict(load_config(None).to_dict())  # nor does a run's train_config.yaml
-    assert not caplog.text
+        TranslationSettings(tokenizer=" ")
 
 
 def test_describe_settings_lists_type_default_range_and_help():

@@ -16,12 +16,14 @@ from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
 from aiayn.ranges import Range
 from aiayn.settings import check_settings, field_range, is_numeric
-from aiayn.training.config import DataConfig, TrainConfig
+from aiayn.tasks import task_settings
+from aiayn.training.config import TrainConfig
 
-SECTIONS = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
+SECTIONS = [*(("data", cls) for cls in task_settings()), ("model", ModelConfig), ("train", TrainConfig)]
+"""Each section and its dataclass; the `data` section once per task's settings class."""
 NUMERIC = [
-    (section, field.name, field_range(field))
-    for section, cls in SECTIONS.items()
+    (section, cls, field.name, field_range(field))
+    for section, cls in SECTIONS
     for field in dataclasses.fields(cls)
     if is_numeric(typing.get_type_hints(cls)[field.name]) and field_range(field) is not None
 ]
@@ -63,17 +65,17 @@ def outside(allowed: Range) -> st.SearchStrategy:
 
 @st.composite
 def setting_and_value(draw, side):
-    section, name, allowed = draw(st.sampled_from(NUMERIC))
-    return section, name, draw(side(allowed))
+    section, cls, name, allowed = draw(st.sampled_from(NUMERIC))
+    return section, cls, name, draw(side(allowed))
 
 
 def check_the_validator(config: settings = FEW) -> None:
     @config
     @given(setting_and_value(outside))
     def refuses_outside(case) -> None:
-        section, name, value = case
+        section, cls, name, value = case
         try:
-            check_settings(SECTIONS[section], {name: value}, section)
+            check_settings(cls, {name: value}, section)
         except ConfigError as refused:
             assert str(refused).startswith(f"{section}.{name} must be "), str(refused)
         else:
@@ -82,8 +84,8 @@ def check_the_validator(config: settings = FEW) -> None:
     @config
     @given(setting_and_value(inside))
     def accepts_inside(case) -> None:
-        section, name, value = case
-        assert check_settings(SECTIONS[section], {name: value}, section)[name] == value
+        section, cls, name, value = case
+        assert check_settings(cls, {name: value}, section)[name] == value
 
     refuses_outside()
     accepts_inside()

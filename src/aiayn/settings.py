@@ -1,11 +1,11 @@
 """Settings declared once: type, default, range or choices and help text beside the field.
 
-Every configuration dataclass (`ModelConfig`, and the `data` and `train` sections of a run's
-config in `aiayn.training.config`) declares each field with `setting()`; its annotation is the
-type, and `check_settings()` is the one validator that reads them all: it converts what YAML
-and `--set` give (an int where a float is wanted, a "5e-4" that YAML reads as a string) and
-refuses a wrong type, a number outside its range or a string outside its choices with a
-`ConfigError` naming the key (`train.lr must be a finite number > 0, got nan`).
+Every configuration dataclass (`ModelConfig`, the `train` section of a run's config in
+`aiayn.training.config`, each task's `data` settings in its package) declares each field with
+`setting()`; its annotation is the type, and `check_settings()` is the one validator that reads
+them all: it converts what YAML and `--set` give (an int where a float is wanted, a "5e-4" that
+YAML reads as a string) and refuses a wrong type, a number outside its range or a string outside
+its choices with a `ConfigError` naming the key (`train.lr must be a finite number > 0, got nan`).
 
 To add a setting, write one line in its dataclass, and nothing anywhere else:
 
@@ -18,7 +18,8 @@ To add a setting, write one line in its dataclass, and nothing anywhere else:
   (`POSITIVE_INT`, `NON_NEGATIVE_INT`, `Range(low=.., high=.., integer=True)`);
 - a string with a fixed set of values has `choices`;
 - `help` says what it is (shown by `describe_settings`);
-- a `data` field names the tasks that read it (`tasks=("translation", "lm", "classify")`);
+- a `data` field goes in the settings class of the tasks that read it (`aiayn.tasks`), or in a
+  group of `aiayn.training.data_settings` when two kinds of task read it;
 - a step count that may also be a share of the run ('6%') says `share=True` (annotated
   `int | str`; the string is checked by `parse_share`, the number by the range);
 - a number that may also be 'auto' (chosen at start-up, `aiayn.training.auto_settings`) says
@@ -73,16 +74,12 @@ def setting(
     range: Range | None = None,
     choices: tuple[str, ...] | None = None,
     help: str = "",
-    tasks: tuple[str, ...] | None = None,
     share: bool = False,
     auto: bool = False,
 ) -> Any:
-    """A dataclass field with its range or choices, help text, (for `data`) the tasks that
-    read it and whether it may be a share of the run or 'auto', kept in the field's metadata for
-    `check_settings`."""
-    metadata = {
-        "range": range, "choices": choices, "help": help, "tasks": tasks, "share": share, "auto": auto
-    }
+    """A dataclass field with its range or choices, help text and whether it may be a share of
+    the run or 'auto', kept in the field's metadata for `check_settings`."""
+    metadata = {"range": range, "choices": choices, "help": help, "share": share, "auto": auto}
     if default_factory is not _MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -96,11 +93,6 @@ def field_range(field: dataclasses.Field) -> Range | None:
 def field_choices(field: dataclasses.Field) -> tuple[str, ...] | None:
     """The declared choices of an enumerated string field, or None."""
     return field.metadata.get("choices")
-
-
-def field_tasks(field: dataclasses.Field) -> tuple[str, ...] | None:
-    """The tasks that read a `data` field (None: not declared, i.e. every task)."""
-    return field.metadata.get("tasks")
 
 
 def value_types(annotation: Any) -> tuple[set[Any], bool]:

@@ -5,7 +5,7 @@ import json
 from aiayn.cli.classify import DEFAULT_CONFIG, TSV_CONFIG
 from aiayn.cli.main import main
 from aiayn.model import EncoderOnly
-from aiayn.training.config import load_config
+from aiayn.tasks import load_config
 
 TINY_FIELDS = {
     "model.preset": "tiny", "model.d_model": 32, "model.d_ff": 64, "model.num_encoder_layers": 1,

@@ -9,7 +9,7 @@ from aiayn.cli.lm import DEFAULT_CONFIG
 from aiayn.cli.main import main
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.model import DecoderOnlyLM
-from aiayn.training.config import load_config
+from aiayn.tasks import load_config
 
 TEXT = "".join(
     f"To be, or not to be, that is question {i}.\nWhether 'tis nobler in the mind.\n" for i in range(30)

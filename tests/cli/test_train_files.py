@@ -15,9 +15,10 @@ from aiayn.data.synthetic import make_task
 from aiayn.data.token_store import TokenStore
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.errors import ConfigError
+from aiayn.tasks import config_from_dict
 from aiayn.training.auto_settings import check_auto_supported
-from aiayn.training.config import DataConfig, config_from_dict
 from aiayn.translation.data import SPLIT_FILES, split_validation
+from aiayn.translation.settings import TranslationSettings
 from training.conftest import tiny_config
 
 AUTO_SETTINGS = {  # name -> where train_config.yaml keeps the number
@@ -87,7 +88,7 @@ def test_the_split_is_reproducible_opt_in_and_skipped_for_a_tiny_corpus(tmp_path
     src, tgt, _ = write_corpus(tmp_path, lines=200)
 
     def files(**data):
-        return DataConfig(**{"task": "files", "train_src": str(src), "train_tgt": str(tgt),
+        return TranslationSettings(**{"task": "files", "train_src": str(src), "train_tgt": str(tgt),
                              "valid_from_train": True} | data)
 
     settings = split_validation(files(seed=4), tmp_path / "a")

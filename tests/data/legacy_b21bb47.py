@@ -8,8 +8,8 @@ from collections.abc import Sequence
 
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.errors import ConfigError
-from aiayn.training.config import DataConfig
 from aiayn.translation.data import encode_split, read_splits
+from aiayn.translation.settings import TranslationSettings
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +74,7 @@ def token_batches(
     return batches
 
 
-def legacy_train_data(config: DataConfig) -> tuple[TokenizerPair, list[list[int]], list[list[int]]]:
+def legacy_train_data(config: TranslationSettings) -> tuple[TokenizerPair, list[list[int]], list[list[int]]]:
     """b21bb47's `prepare_data` for the training split: the tokenizer trained on the whole
     split in memory (sources then targets), every pair encoded, empty and over-long pairs dropped."""
     train_pairs, origin = read_splits(config)["train"]

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from aiayn.errors import ConfigError, DataError
-from aiayn.training.config import DataConfig
 from aiayn.translation.data import prepare_data
+from aiayn.translation.settings import TranslationSettings
 
 datasets = pytest.importorskip(
     "datasets", reason="the `datasets` extra is not installed: pip install 'aiayn[datasets]'"
@@ -38,7 +38,7 @@ def test_parquet_and_json_corpora_encode_like_text_files(tmp_path):
             handle.write(json.dumps({"translation": {"de": s, "en": t}}) + "\n")
     (tmp_path / "all.de").write_text("".join(s + "\n" for s, _ in PAIRS), encoding="utf-8")
     (tmp_path / "all.en").write_text("".join(t + "\n" for _, t in PAIRS), encoding="utf-8")
-    hf = DataConfig(
+    hf = TranslationSettings(
         task="files",
         tokenizer="char",
         train=[
@@ -46,7 +46,7 @@ def test_parquet_and_json_corpora_encode_like_text_files(tmp_path):
             {"hf": "json", "files": str(tmp_path / "b.jsonl")},
         ],
     )
-    text = DataConfig(
+    text = TranslationSettings(
         task="files", tokenizer="char", train_src=str(tmp_path / "all.de"), train_tgt=str(tmp_path / "all.en")
     )
     from_hf, from_text = (
@@ -61,9 +61,11 @@ def test_parquet_and_json_corpora_encode_like_text_files(tmp_path):
 
 def test_bad_entries_and_an_offline_hub_name_are_one_line_errors(tmp_path):
     with pytest.raises(ConfigError, match=r"data.train\[0\]: hf: parquet reads local files"):
-        prepare_data(DataConfig(task="files", train=[{"hf": "parquet"}]), cache_dir=tmp_path)
+        prepare_data(TranslationSettings(task="files", train=[{"hf": "parquet"}]), cache_dir=tmp_path)
     with pytest.raises(ConfigError, match=r"data.train\[0\]: unknown key\(s\) source"):
-        prepare_data(DataConfig(task="files", train=[{"source": "x"}]), cache_dir=tmp_path)
-    config = DataConfig(task="files", train=[{"hf": "surely-not-a-dataset-aiayn", "config": "de-en"}])
+        prepare_data(TranslationSettings(task="files", train=[{"source": "x"}]), cache_dir=tmp_path)
+    config = TranslationSettings(
+        task="files", train=[{"hf": "surely-not-a-dataset-aiayn", "config": "de-en"}]
+    )
     with pytest.raises(DataError, match=r"cannot load Hugging Face dataset .*offline, give local files"):
         prepare_data(config, cache_dir=tmp_path)

@@ -15,8 +15,8 @@ from aiayn.data.batching import make_batch
 from aiayn.data.paths import data_root
 from aiayn.data.token_store import TokenStore
 from aiayn.errors import DataError
-from aiayn.training.config import DataConfig
 from aiayn.translation.data import prepare_data
+from aiayn.translation.settings import TranslationSettings
 
 from .legacy_b21bb47 import legacy_batches, legacy_train_data
 
@@ -48,15 +48,15 @@ def store_batches(data, max_tokens, shuffle, seed, epoch):
 def configs(tmp_path):
     train = [*sentences(600), ("", "leer"), ("a " * 80, "lang"), ("ok", "ok")]
     train_src, train_tgt = write_pairs(tmp_path, "train", train)
-    yield DataConfig(task="dates", num_train=2000, num_valid=20, num_test=20, tokenizer="char")
-    yield DataConfig(
+    yield TranslationSettings(task="dates", num_train=2000, num_valid=20, num_test=20, tokenizer="char")
+    yield TranslationSettings(
         task="files", train_src=train_src, train_tgt=train_tgt, vocab_size=400, max_sentence_tokens=40
     )
-    yield DataConfig(
+    yield TranslationSettings(
         task="reverse", num_train=800, num_valid=10, num_test=10, joint_vocab=False, vocab_size=300
     )
     if (data_root() / "multi30k" / "train.de.gz").is_file():
-        yield DataConfig(task="multi30k", vocab_size=8000, max_sentence_tokens=100)
+        yield TranslationSettings(task="multi30k", vocab_size=8000, max_sentence_tokens=100)
 
 
 def test_store_batches_hold_the_ids_of_the_in_memory_path_of_b21bb47(tmp_path):
@@ -91,7 +91,7 @@ def test_round_trip_ids_equal_direct_encoding_and_dtype(tmp_path):
     pairs = sentences(300, seed=1)
     src, tgt = write_pairs(tmp_path, "train", pairs)
     data = prepare_data(
-        DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=500), cache_dir=tmp_path
+        TranslationSettings(task="files", train_src=src, train_tgt=tgt, vocab_size=500), cache_dir=tmp_path
     )
     store = data.store
     assert store.ids["src"].dtype == np.uint16 and store.manifest["num_pairs"] == len(pairs)
@@ -103,7 +103,7 @@ def test_round_trip_ids_equal_direct_encoding_and_dtype(tmp_path):
 def test_fingerprint_finds_the_store_again_and_any_change_makes_a_new_one(tmp_path, caplog):
     src, tgt = write_pairs(tmp_path, "train", sentences(200))
     cache = tmp_path / "cache"
-    config = DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
+    config = TranslationSettings(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
     first = prepare_data(config, cache_dir=cache).store.directory
     with caplog.at_level(logging.INFO, logger="aiayn.data.pair_store"):
         again = prepare_data(config, cache_dir=cache)
@@ -112,9 +112,11 @@ def test_fingerprint_finds_the_store_again_and_any_change_makes_a_new_one(tmp_pa
     assert resumed.store.directory == first
     seen = {first}
     for changed in (
-        DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=420),  # the tokenizer
-        DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=400, max_sentence_tokens=50),
-        DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=400, tokenizer="char"),
+        TranslationSettings(task="files", train_src=src, train_tgt=tgt, vocab_size=420),  # the tokenizer
+        TranslationSettings(
+            task="files", train_src=src, train_tgt=tgt, vocab_size=400, max_sentence_tokens=50
+        ),
+        TranslationSettings(task="files", train_src=src, train_tgt=tgt, vocab_size=400, tokenizer="char"),
     ):
         directory = prepare_data(changed, cache_dir=cache).store.directory
         assert directory not in seen
@@ -125,7 +127,7 @@ def test_fingerprint_finds_the_store_again_and_any_change_makes_a_new_one(tmp_pa
     assert prepare_data(config, cache_dir=cache).store.directory not in seen  # a changed file
     with pytest.raises(DataError, match="no token store"):
         prepare_data(
-            DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=300),
+            TranslationSettings(task="files", train_src=src, train_tgt=tgt, vocab_size=300),
             cache_dir=cache,
             create=False,
         )
@@ -135,7 +137,7 @@ def test_an_interrupted_or_failed_preparation_leaves_nothing_behind(tmp_path, mo
     from aiayn.data import pair_store, token_store
 
     src, tgt = write_pairs(tmp_path, "train", sentences(100))
-    config = DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
+    config = TranslationSettings(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
     cache = tmp_path / "cache"
     real_append = token_store.StoreWriter.append
 
@@ -166,7 +168,7 @@ def test_an_interrupted_or_failed_preparation_leaves_nothing_behind(tmp_path, mo
 
 def test_a_corrupt_or_foreign_store_is_refused_naming_it(tmp_path):
     src, tgt = write_pairs(tmp_path, "train", sentences(50))
-    config = DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
+    config = TranslationSettings(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
     directory = prepare_data(config, cache_dir=tmp_path / "cache").store.directory
     ids = directory / "src_ids.bin"
     ids.write_bytes(ids.read_bytes()[:-2])
@@ -198,7 +200,7 @@ def test_filters_are_counted_in_the_manifest_and_the_log(tmp_path, caplog):
     ]
     src, tgt = write_pairs(tmp_path, "train", train)
     valid_src, valid_tgt = write_pairs(tmp_path, "valid", [("valid one", "valid eins")])
-    config = DataConfig(
+    config = TranslationSettings(
         task="files",
         train_src=src,
         train_tgt=tgt,
@@ -223,7 +225,7 @@ def test_filters_are_counted_in_the_manifest_and_the_log(tmp_path, caplog):
 def test_corpora_are_sampled_by_weight(tmp_path):
     first = write_pairs(tmp_path, "a", [(f"a{i}", f"A{i}") for i in range(300)])
     second = write_pairs(tmp_path, "b", [(f"b{i}", f"B{i}") for i in range(100)])
-    config = DataConfig(
+    config = TranslationSettings(
         task="files",
         tokenizer="char",
         train=[
@@ -258,7 +260,7 @@ def test_corpora_are_sampled_by_weight(tmp_path):
 def test_bad_training_files_are_one_line_errors_and_leave_no_store(tmp_path, contents, message):
     (tmp_path / "train.src").write_bytes(contents[0])
     (tmp_path / "train.tgt").write_bytes(contents[1])
-    config = DataConfig(
+    config = TranslationSettings(
         task="files", train_src=str(tmp_path / "train.src"), train_tgt=str(tmp_path / "train.tgt")
     )
     with pytest.raises(DataError, match=message):
@@ -266,7 +268,9 @@ def test_bad_training_files_are_one_line_errors_and_leave_no_store(tmp_path, con
     assert not (tmp_path / "cache").exists() or list((tmp_path / "cache").iterdir()) == []
     with pytest.raises(DataError, match="not found"):
         prepare_data(
-            DataConfig(task="files", train_src=str(tmp_path / "nope"), train_tgt=str(tmp_path / "nope"))
+            TranslationSettings(
+                task="files", train_src=str(tmp_path / "nope"), train_tgt=str(tmp_path / "nope")
+            )
         )
 
 
@@ -276,7 +280,7 @@ def test_a_killed_preparations_leftovers_are_never_used_and_are_removed(tmp_path
     import sys
 
     src, tgt = write_pairs(tmp_path, "train", sentences(30))
-    config = DataConfig(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
+    config = TranslationSettings(task="files", train_src=src, train_tgt=tgt, vocab_size=400)
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True
     )

@@ -11,7 +11,7 @@ from aiayn.errors import ConfigError, DataError
 from aiayn.lm import dataset as lm_dataset
 from aiayn.lm.dataset import TokenWindows, read_text, split_text, window_starts
 from aiayn.lm.run import prepare_lm_data
-from aiayn.training.config import DataConfig
+from aiayn.lm.settings import LMSettings
 
 STREAM = list(range(10, 10 + 23))  # 23 distinct token ids: position p holds id 10 + p
 PAD = 7  # any id that is not in the stream
@@ -88,7 +88,7 @@ def test_validation_windows_cover_the_held_out_tail(tmp_path):
     text = "".join(f"line {i}: the quick brown fox\n" for i in range(40))
     path = tmp_path / "text.txt"
     path.write_text(text, encoding="utf-8")
-    data = prepare_lm_data(DataConfig(task="text", text_file=str(path), tokenizer="char", block_size=16))
+    data = prepare_lm_data(LMSettings(task="text", text_file=str(path), tokenizer="char", block_size=16))
     head, tail = split_text(text, 0.1)
     assert head + tail == text and len(tail) == int(len(text) * 0.1)
     bos_id, pad_id = data.tokenizer.specials.bos_id, data.tokenizer.specials.pad_id

@@ -52,7 +52,7 @@ def _transformers_loss(hf_dir, run_dir) -> float:
     from aiayn.lm.run import prepare_lm_data
     from aiayn.model.config import ModelConfig
     from aiayn.model_dir import read_model_json
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
 
     specials = SpecialTokens.of(ModelConfig.from_dict(read_model_json(run_dir)["config"]))
     tokenizer = Tokenizer.load(run_dir / "tokenizer.json", specials)

@@ -9,14 +9,14 @@ import pytest
 from aiayn.errors import DataError
 from aiayn.lm.dataset import TokenWindows, read_text, split_text, text_stream
 from aiayn.lm.run import prepare_lm_data
-from aiayn.training.config import DataConfig
+from aiayn.lm.settings import LMSettings
 
 
 def test_memory_mapped_windows_equal_the_in_memory_ones(tmp_path):
     text = "\ufeff" + "".join(f"Zeile {i}: größer als {i * 7} — ok\r\n" for i in range(3000))
     path = tmp_path / "text.txt"
     path.write_text(text, encoding="utf-8", newline="")
-    config = DataConfig(task="text", text_file=str(path), tokenizer="char", block_size=32, stride=20)
+    config = LMSettings(task="text", text_file=str(path), tokenizer="char", block_size=32, stride=20)
     data = prepare_lm_data(config, cache_dir=tmp_path / "cache")
     assert isinstance(data.train.stream, np.memmap) and data.train.stream.dtype == np.uint16
     head, tail = split_text(read_text(path), config.valid_fraction)
@@ -34,10 +34,10 @@ def test_bad_text_is_refused_naming_the_line(tmp_path):
     path = tmp_path / "bad.txt"
     path.write_bytes(b"fine\nstill fine\n\xc3\x28 broken\n")
     with pytest.raises(DataError, match=r"bad.txt: line 3 is not valid UTF-8"):
-        prepare_lm_data(DataConfig(task="text", text_file=str(path), tokenizer="char"), cache_dir=tmp_path)
+        prepare_lm_data(LMSettings(task="text", text_file=str(path), tokenizer="char"), cache_dir=tmp_path)
     path.write_text("  \n\n", encoding="utf-8")
     with pytest.raises(DataError, match="the text file is empty"):
-        prepare_lm_data(DataConfig(task="text", text_file=str(path), tokenizer="char"), cache_dir=tmp_path)
+        prepare_lm_data(LMSettings(task="text", text_file=str(path), tokenizer="char"), cache_dir=tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["bad.txt"]  # nothing half-written
 
 

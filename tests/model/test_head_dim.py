@@ -17,7 +17,7 @@ import torch
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig, MultiHeadAttention, Transformer
 from aiayn.model_dir import load_model
-from aiayn.training.config import load_config
+from aiayn.tasks import load_config
 
 from .helpers import PAD, build, pad_to_lengths, random_tokens
 

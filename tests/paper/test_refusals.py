@@ -11,7 +11,9 @@ from aiayn.lm.run import LM_TASK
 from aiayn.model import ModelConfig, Transformer
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.encoder_only import EncoderOnly
-from aiayn.training.paper_adapter import paper_model, paper_task
+from aiayn.training.run import check_implementation
+from aiayn.translation import TRANSLATION_TASK
+from aiayn.translation.paper_adapter import paper_model, paper_task
 
 REFUSED = {
     "pre-LN": (lambda c: Transformer(c), dict(norm_first=True), "norm_first=True"),
@@ -48,4 +50,17 @@ def test_training_refuses_what_the_paper_does_not_have(overrides: dict) -> None:
 def test_only_translation_trains_on_the_paper() -> None:
     with pytest.raises(ConfigError, match="trains translation models"):
         paper_task(LM_TASK)
+
+
+def test_a_run_trains_the_implementation_its_task_is() -> None:
+    """`aiayn train` picks the paper's task for `train.implementation=paper`; a run given another
+    task's implementation, or one its command does not offer, refuses in one line."""
+    check_implementation(paper_task(TRANSLATION_TASK), "paper")
+    check_implementation(TRANSLATION_TASK, "engine")
+    with pytest.raises(ConfigError, match=r"^train.implementation=paper: aiayn lm train has no paper impl"):
+        check_implementation(LM_TASK, "paper")
+    with pytest.raises(ConfigError, match=r"^train.implementation=paper, but TranslationTask trains with"):
+        check_implementation(TRANSLATION_TASK, "paper")
+    with pytest.raises(ConfigError, match=r"^train.implementation=engine, but PaperTranslationTask"):
+        check_implementation(paper_task(TRANSLATION_TASK), "engine")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from aiayn.training.config import config_from_dict
+from aiayn.tasks import config_from_dict
 
 
 def tiny_config(**train) -> dict:

@@ -13,6 +13,7 @@ import yaml
 from aiayn.cli.main import main
 from aiayn.errors import ConfigError
 from aiayn.model import Transformer
+from aiayn.tasks import config_from_dict
 from aiayn.training import auto_settings
 from aiayn.training import precision as precision_module
 from aiayn.training.auto_settings import (
@@ -24,7 +25,6 @@ from aiayn.training.auto_settings import (
     expected_epochs,
     take_auto_settings,
 )
-from aiayn.training.config import config_from_dict
 from aiayn.training.distributed import DistContext
 from aiayn.training.loss import translation_loss
 from aiayn.translation.data import prepare_data

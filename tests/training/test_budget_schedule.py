@@ -11,7 +11,7 @@ import torch
 
 from aiayn.cli.main import main
 from aiayn.model import Transformer
-from aiayn.training.config import config_from_dict
+from aiayn.tasks import config_from_dict
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.schedule import budget_decay_step, train_learning_rate

@@ -12,6 +12,7 @@ from aiayn.cli.main import main
 from aiayn.errors import CheckpointError, ConfigError
 from aiayn.model import Transformer
 from aiayn.settings import parse_share
+from aiayn.tasks import config_from_dict, load_config
 from aiayn.training.checkpoint import (
     STATE_FILE,
     average_checkpoints,
@@ -19,7 +20,6 @@ from aiayn.training.checkpoint import (
     load_training_state,
     tail_checkpoints,
 )
-from aiayn.training.config import config_from_dict, load_config
 from aiayn.training.loss import translation_loss
 from aiayn.training.progress import Cadence, run_progress
 from aiayn.training.run_dir import prepare_run_dir

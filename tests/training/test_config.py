@@ -4,8 +4,9 @@ import pytest
 
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
+from aiayn.tasks import apply_overrides, config_from_dict, load_config
 from aiayn.training.auto_settings import take_auto_settings
-from aiayn.training.config import apply_overrides, config_from_dict, load_config, read_yaml
+from aiayn.training.config import read_yaml
 
 
 def test_default_config_is_the_dates_task():

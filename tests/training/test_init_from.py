@@ -12,8 +12,8 @@ import yaml
 
 from aiayn.cli.main import main
 from aiayn.model_dir import load_model
+from aiayn.tasks import config_from_dict
 from aiayn.training.checkpoint import load_training_state
-from aiayn.training.config import config_from_dict
 from aiayn.training.init_from import freeze
 from aiayn.training.run import run_task
 from aiayn.translation.task import TRANSLATION_TASK

@@ -11,8 +11,8 @@ import yaml
 
 from aiayn.cli.main import main
 from aiayn.model_card import card_fields
+from aiayn.tasks import config_from_dict
 from aiayn.training.checkpoint import average_checkpoints
-from aiayn.training.config import config_from_dict
 from aiayn.training.run import run_task
 from aiayn.translation.task import TRANSLATION_TASK
 

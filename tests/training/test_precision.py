@@ -11,9 +11,9 @@ from aiayn.data.batching import make_batch
 from aiayn.data.special_tokens import TRAINED_SPECIALS
 from aiayn.model import ModelConfig, Transformer
 from aiayn.runtime.cpu import parse_cpuinfo
+from aiayn.tasks import config_from_dict
 from aiayn.training import device as device_module
 from aiayn.training import precision as precision_module
-from aiayn.training.config import config_from_dict
 from aiayn.training.distributed import DistContext
 from aiayn.training.loss import translation_loss
 from aiayn.training.precision import choose_precision, measure_precision, pick_fastest, time_precisions

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from aiayn.errors import ConfigError
+from aiayn.tasks import config_from_dict
 from aiayn.training import trackers
-from aiayn.training.config import config_from_dict
 from aiayn.training.run import run_task
 from aiayn.translation.task import TRANSLATION_TASK
 

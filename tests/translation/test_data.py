@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from aiayn.errors import ConfigError
-from aiayn.training.config import DataConfig
 from aiayn.translation import TRANSLATION_TASK, prepare_data, read_splits
+from aiayn.translation.settings import TranslationSettings
 
 
 def write_pairs(directory, name, pairs):
@@ -21,7 +21,7 @@ def test_files_task_keeps_the_splits_and_drops_empty_and_long_pairs(tmp_path):
     valid = [("ca", "ac"), ("c", "")]
     train_src, train_tgt = write_pairs(tmp_path, "train", train)
     valid_src, valid_tgt = write_pairs(tmp_path, "valid", valid)
-    config = DataConfig(
+    config = TranslationSettings(
         task="files", train_src=train_src, train_tgt=train_tgt, valid_src=valid_src,
         valid_tgt=valid_tgt, tokenizer="char", max_sentence_tokens=10,
     )
@@ -33,7 +33,7 @@ def test_files_task_keeps_the_splits_and_drops_empty_and_long_pairs(tmp_path):
 
 
 def test_separate_vocabularies_and_the_tokenizer_given(tmp_path):
-    config = DataConfig(
+    config = TranslationSettings(
         task="copy", num_train=50, num_valid=5, num_test=5, tokenizer="char", joint_vocab=False
     )
     data = prepare_data(config)
@@ -47,9 +47,11 @@ def test_separate_vocabularies_and_the_tokenizer_given(tmp_path):
 
 def test_bad_data_configs_name_the_key(tmp_path):
     with pytest.raises(ConfigError, match="data.train_src and data.train_tgt"):
-        read_splits(DataConfig(task="files"))
+        read_splits(TranslationSettings(task="files"))
     train_src, _ = write_pairs(tmp_path, "train", [("a", "b")])
     with pytest.raises(ConfigError, match="data.valid_src and data.valid_tgt must be given together"):
-        read_splits(DataConfig(task="files", train_src=train_src, train_tgt=train_src, valid_src=train_src))
+        read_splits(
+            TranslationSettings(task="files", train_src=train_src, train_tgt=train_src, valid_src=train_src)
+        )
     with pytest.raises(ConfigError, match="data.task must be one of"):
-        read_splits(DataConfig(task="nope"))
+        read_splits(TranslationSettings(task="nope"))

@@ -30,19 +30,20 @@ from aiayn.classify.dataset import (
     classification_loss,
     encode_texts,
 )
+from aiayn.classify.settings import ClassifySettings
 from aiayn.classify.tsv import Example, label_names, read_tsv
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import EncoderOnly, ModelConfig
-from aiayn.training.config import TASK_KINDS, DataConfig, RunConfig
+from aiayn.training.config import RunConfig
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, OneTokenizerTask, preset_config
 
 log = logging.getLogger(__name__)
 
 ACCURACY = Metric("accuracy", higher_is_better=True)
-CLASSIFY_TASKS = tuple(name for name, kind in TASK_KINDS.items() if kind == "classify")  # brackets, tsv
+CLASSIFY_TASKS = ClassifySettings.task_names()  # brackets, tsv
 
 
 @dataclass
@@ -56,7 +57,7 @@ class ClassifyData:
     test: ClassificationDataset | None
 
 
-def read_splits(data: DataConfig) -> tuple[dict[str, list[Example]], list[str]]:
+def read_splits(data: ClassifySettings) -> tuple[dict[str, list[Example]], list[str]]:
     """The (text, label) examples of each split, and the label names (class index order)."""
     if data.task == "brackets":
         splits = make_brackets(
@@ -72,7 +73,7 @@ def read_splits(data: DataConfig) -> tuple[dict[str, list[Example]], list[str]]:
     labels = label_names(train, str(train_path))
     if data.valid_tsv:
         valid = read_tsv(resolve_data_file(data.valid_tsv, "TSV file"), labels)
-    else:  # data.valid_fraction is in [0, 1): DataConfig checks its fields
+    else:  # data.valid_fraction is in [0, 1): ClassifySettings checks its fields
 
         random.Random(f"aiayn-classify-{data.seed}").shuffle(train)
         cut = len(train) - int(len(train) * data.valid_fraction)
@@ -80,7 +81,7 @@ def read_splits(data: DataConfig) -> tuple[dict[str, list[Example]], list[str]]:
     return {"train": train, **({"valid": valid} if valid else {})}, labels
 
 
-def prepare_classify_data(data: DataConfig, tokenizer: Tokenizer | None = None) -> ClassifyData:
+def prepare_classify_data(data: ClassifySettings, tokenizer: Tokenizer | None = None) -> ClassifyData:
     """Read the splits, train the tokenizer on the training texts or load it (unless given),
     encode."""
     splits, labels = read_splits(data)
@@ -127,6 +128,7 @@ class ClassifyTask(OneTokenizerTask[ClassifyData]):
     """Labelled texts -> `EncoderOnly`; validated by loss and accuracy."""
 
     command = "aiayn classify train"
+    data_settings = ClassifySettings
     model_type = EncoderOnly.model_type
     target_unit = "examples"
     metrics = (ACCURACY,)
@@ -140,7 +142,7 @@ class ClassifyTask(OneTokenizerTask[ClassifyData]):
             if getattr(config.data, name):
                 setattr(config.data, name, str(resolve_data_file(getattr(config.data, name), "TSV file")))
 
-    def prepare_data(self, data: DataConfig, tokenizer: Tokenizer | None) -> ClassifyData:
+    def prepare_data(self, data: ClassifySettings, tokenizer: Tokenizer | None) -> ClassifyData:
         return prepare_classify_data(data, tokenizer)
 
     def tokenizer(self, data: ClassifyData) -> Tokenizer:

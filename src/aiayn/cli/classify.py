@@ -70,7 +70,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from aiayn.classify.run import CLASSIFY_TASK
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
     from aiayn.training.run import train_in_session
 
     if args.resume is not None:

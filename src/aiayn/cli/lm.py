@@ -41,7 +41,8 @@ def load_task_config(
     """Read a YAML config; fill in `defaults` (data fields not in the file), replace
     `set_fields` (data fields from command-line options), apply `--set` overrides, validate.
     Errors name the config file."""
-    from aiayn.training.config import apply_overrides, config_from_dict, read_yaml
+    from aiayn.tasks import apply_overrides, config_from_dict
+    from aiayn.training.config import read_yaml
 
     data = read_yaml(path)
     try:
@@ -116,7 +117,7 @@ def add_tokenizer_argument(parser: argparse.ArgumentParser) -> None:
 
 def run_train(args: argparse.Namespace) -> int:
     from aiayn.lm.run import LM_TASK
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
     from aiayn.training.run import train_in_session
 
     if args.resume is not None:

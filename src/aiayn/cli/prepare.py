@@ -38,22 +38,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from aiayn.data.token_store import cache_dir_for
-    from aiayn.training.config import TASK_KINDS, load_config
+    from aiayn.tasks import default_config_path, load_config
+    from aiayn.training.data_settings import TokenStoreSettings
     from aiayn.training.run_dir import default_run_dir
 
     config = load_config(args.config, args.overrides)
-    cache = cache_dir_for(config.data.cache_dir, args.out or default_run_dir(args.config))
-    kind = TASK_KINDS[config.data.task]
-    if kind == "translation":
+    data = config.data
+    if not isinstance(data, TokenStoreSettings) or data.kind not in ("translation", "lm"):
+        raise ConfigError(f"data.task {data.task!r} ({data.kind}) has no token store to prepare")
+    cache = cache_dir_for(data.cache_dir, args.out or default_run_dir(args.config or default_config_path()))
+    if data.kind == "translation":
         from aiayn.translation.data import prepare_data
 
-        store = prepare_data(config.data, cache_dir=cache).store
-    elif kind == "lm":
+        store = prepare_data(data, cache_dir=cache).store
+    else:
         from aiayn.lm.run import prepare_lm_data
 
-        store = prepare_lm_data(config.data, cache_dir=cache).store
-    else:
-        raise ConfigError(f"data.task {config.data.task!r} ({kind}) has no token store to prepare")
+        store = prepare_lm_data(data, cache_dir=cache).store
     manifest = store.manifest
     summary = {
         key: manifest[key] for key in ("num_pairs", "num_tokens", "filters", "corpora") if key in manifest

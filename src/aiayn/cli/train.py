@@ -82,7 +82,8 @@ def shorthand_overrides(args: argparse.Namespace) -> list[str]:
 def files_config(args: argparse.Namespace, shorthands: list[str]) -> str | Path | None:
     """The config the shorthands apply to: the built-in recipe for files without a CONFIG (when
     they name files); with one, its values they replace are logged."""
-    from aiayn.training.config import files_config_path, read_yaml
+    from aiayn.training.config import read_yaml
+    from aiayn.translation.settings import files_config_path
 
     if not args.config:
         return files_config_path() if any(o.startswith("data.") for o in shorthands) else None
@@ -148,7 +149,7 @@ def without_default_model(config: RunConfig, args: argparse.Namespace) -> RunCon
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiayn.training.config import load_config
+    from aiayn.tasks import default_config_path, load_config
     from aiayn.training.run import train_in_session
     from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
     from aiayn.translation.task import TRANSLATION_TASK
@@ -160,10 +161,15 @@ def run(args: argparse.Namespace) -> int:
     else:
         shorthands = shorthand_overrides(args)
         path = files_config(args, shorthands)
-        run_dir = args.out or default_run_dir(str(path) if path else None)
+        run_dir = args.out or default_run_dir(path or default_config_path())
         config = without_default_model(load_config(path, shorthands + init_from_override(args)), args)
+    task = TRANSLATION_TASK
+    if config.train.implementation == "paper":
+        from aiayn.translation.paper_adapter import paper_task
+
+        task = paper_task(task)
     session = train_in_session(
-        TRANSLATION_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
+        task, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )
     if session.results is None:
         return 130

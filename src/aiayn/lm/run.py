@@ -28,9 +28,10 @@ from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import ConfigError
 from aiayn.inference.torch_generator import TorchGenerator
 from aiayn.lm.dataset import LMBatch, TokenWindows
+from aiayn.lm.settings import LMSettings
 from aiayn.lm.text_store import prepare_lm_store
 from aiayn.model import DecoderOnlyLM, ModelConfig
-from aiayn.training.config import DataConfig, RunConfig
+from aiayn.training.config import RunConfig
 from aiayn.training.loss import label_smoothed_nll
 from aiayn.training.state import TrainState
 from aiayn.training.task import OneTokenizerTask, preset_config
@@ -52,7 +53,7 @@ class LMData:
     store: TokenStore | None = None
 
 
-def check_lm_config(data: DataConfig) -> None:
+def check_lm_config(data: LMSettings) -> None:
     """Raise `ConfigError` unless `data` describes a language-model run."""
     if data.task != "text":
         raise ConfigError(f"aiayn lm needs data.task: text, got {data.task!r}")
@@ -66,7 +67,7 @@ def check_lm_config(data: DataConfig) -> None:
 
 
 def prepare_lm_data(
-    data: DataConfig,
+    data: LMSettings,
     tokenizer: Tokenizer | None = None,
     *,
     cache_dir: Path | None = None,
@@ -114,6 +115,7 @@ class LMTask(OneTokenizerTask[LMData]):
     """A text file -> `DecoderOnlyLM`; validated (and selected) by its loss."""
 
     command = "aiayn lm train"
+    data_settings = LMSettings
     uses_store = True
     model_type = DecoderOnlyLM.model_type
 
@@ -125,7 +127,7 @@ class LMTask(OneTokenizerTask[LMData]):
 
     def prepare_data(
         self,
-        data: DataConfig,
+        data: LMSettings,
         tokenizer: Tokenizer | None,
         *,
         cache_dir: Path | None = None,

@@ -26,7 +26,7 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import JOINT_FILE, is_trained_kind
 from aiayn.errors import DataError
 from aiayn.lm.dataset import ENCODE_CHUNK_CHARS
-from aiayn.training.config import DataConfig
+from aiayn.lm.settings import LMSettings
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def chunks(lines: Iterator[str]) -> Iterator[str]:
         yield "".join(current)
 
 
-def lm_store_key(data: DataConfig, path: Path, tokenizer: str | None) -> str:
+def lm_store_key(data: LMSettings, path: Path, tokenizer: str | None) -> str:
     """The key of the store of `path` under `data`'s settings (`tokenizer`: a given one's digest)."""
     settings = {
         name: getattr(data, name)
@@ -96,7 +96,7 @@ def lm_store_key(data: DataConfig, path: Path, tokenizer: str | None) -> str:
 
 
 def prepare_lm_store(
-    data: DataConfig, tokenizer: Tokenizer | None, cache_dir: Path, create: bool = True
+    data: LMSettings, tokenizer: Tokenizer | None, cache_dir: Path, create: bool = True
 ) -> tuple[TokenStore, Tokenizer]:
     """The store of `data.text_file` in `cache_dir` (made unless `create` is False) and its
     tokenizer (`tokenizer` when given: a resumed run's)."""

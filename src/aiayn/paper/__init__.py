@@ -20,7 +20,7 @@ third is W^Q, the second W^K, the last W^V, and calls W^O `out_proj`. (h d_k = D
 sets `head_dim`, as Table 3 row B does.) `paper_state_dict` slices an engine
 state dict into these names and `engine_state_dict` concatenates them back; every other
 parameter has the same name in both. `load` uses the first, the training adapter
-(`aiayn.training.paper_adapter`) both.
+(`aiayn.translation.paper_adapter`) both.
 """
 
 from __future__ import annotations

@@ -51,7 +51,8 @@ from aiayn.training.auto_rules import (  # noqa: F401  (the rules, re-exported f
     plan_auto,
     vocab_size_for_pairs,
 )
-from aiayn.training.config import DataConfig, RunConfig
+from aiayn.training.config import RunConfig
+from aiayn.training.data_settings import DataSettings
 from aiayn.training.device import bf16_worth_measuring
 from aiayn.training.distributed import DistContext, broadcast_object
 from aiayn.training.precision import measure_training_steps, pick_fastest, probe_batches
@@ -100,7 +101,7 @@ def check_auto_supported(config: RunConfig, measures_corpus: bool) -> None:
         raise ConfigError("model.preset 'auto' with train.init_from: the source model fixes the size")
 
 
-def choose_vocab_size(config: DataConfig, pairs: int) -> Choice:
+def choose_vocab_size(config: DataSettings, pairs: int) -> Choice:
     """Set `config.vocab_size` from 'auto' to the rule's size for `pairs` training pairs, and log it."""
     choice = Choice("data.vocab_size", vocab_size_for_pairs(pairs), f"{pairs:,} training pairs")
     log.info(choice.describe())

@@ -8,12 +8,16 @@ range or choices and help text side by side (the module docstring of `aiayn.sett
 add one); the dataclasses check themselves, so an error names the field and what it allows
 (`train.lr must be a finite number > 0, got nan`). The `model` section's overrides are
 `ModelConfig` fields, declared and checked the same way in `aiayn.model.config`.
+
+The `data` section's fields depend on the task: this module builds a config from the task's
+settings class (a `DataSettings` subclass, `aiayn.training.data_settings`) that it is given;
+`aiayn.tasks` finds that class for a `data.task` name, and its `load_config` is what the
+commands call.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,135 +28,8 @@ from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
 from aiayn.model.config import PRESETS, ModelConfig
 from aiayn.ranges import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range
-from aiayn.settings import check_settings, field_tasks, setting, text_value, validate
-
-log = logging.getLogger(__name__)
-
-
-TASK_KINDS = {
-    **{name: "translation" for name in ("copy", "reverse", "dates", "multi30k", "files")},
-    "text": "lm",
-    "brackets": "classify",
-    "tsv": "classify",
-}
-"""Every `data.task`, and the kind of task it is (`aiayn train`, `aiayn lm`, `aiayn classify`)."""
-
-TRANSLATION, LM, CLASSIFY = ("translation",), ("lm",), ("classify",)
-EVERY_TASK = ("translation", "lm", "classify")
-
-
-@dataclass
-class DataConfig:
-    """Where the examples come from and how they are tokenized.
-
-    `task` is a built-in synthetic translation task ('copy', 'reverse', 'dates'), 'multi30k'
-    (read from `multi30k/` under the data root), or 'files' (the `train_src`/`train_tgt`/...
-    paths); `aiayn lm` uses 'text' (see `aiayn.lm`), `aiayn classify` 'brackets' or 'tsv' (see
-    `aiayn.classify`). Each field names the kinds of task that read it; a value other than the
-    default in a field that the task does not read is logged as ignored. A relative
-    `text_file`/`*_tsv`/`*_src`/`*_tgt` path that does not exist under the working directory is
-    looked up under the data root.
-    """
-
-    task: str = setting(
-        "dates", choices=tuple(TASK_KINDS), tasks=EVERY_TASK, help="where the examples come from"
-    )
-    seed: int = setting(
-        1, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="seed of the generated examples"
-    )
-    num_train: int = setting(
-        50000, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="generated training examples"
-    )
-    num_valid: int = setting(
-        1000, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="generated validation examples"
-    )
-    num_test: int = setting(
-        1000, range=NON_NEGATIVE_INT, tasks=TRANSLATION + CLASSIFY, help="generated test examples"
-    )
-    src_lang: str = setting("de", tasks=TRANSLATION, help="source language (multi30k, file names)")
-    tgt_lang: str = setting("en", tasks=TRANSLATION, help="target language (multi30k, file names)")
-    download: bool = setting(False, tasks=TRANSLATION, help="fetch multi30k when it is missing")
-    train_src: str | None = setting(None, tasks=TRANSLATION, help="task 'files': training sources")
-    train_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': training targets")
-    valid_src: str | None = setting(None, tasks=TRANSLATION, help="task 'files': validation sources")
-    valid_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': validation targets")
-    test_src: str | None = setting(None, tasks=TRANSLATION, help="task 'files': test sources")
-    test_tgt: str | None = setting(None, tasks=TRANSLATION, help="task 'files': test targets")
-    valid_from_train: bool = setting(
-        False, tasks=TRANSLATION, help="task 'files' without valid_src/valid_tgt: split a validation set "
-        "off the training pairs (seeded, saved in the run directory, removed from training)",
-    )
-    tokenizer: str = setting(
-        "bpe",
-        tasks=EVERY_TASK,
-        help="a kind to train ('bpe', 'char', 'byte_bpe'), a Hugging Face tokenizer.json (or a "
-        "directory holding one) or a Hub name such as 'gpt2' (see `aiayn.data.tokenizer_spec`)",
-    )
-    special_tokens: dict[str, str | None] | None = setting(
-        None, tasks=EVERY_TASK, help="the pad/bos/eos/unk tokens of a loaded tokenizer, by name"
-    )
-    vocab_size: int | str = setting(
-        8000, range=POSITIVE_INT, tasks=EVERY_TASK, auto=True,
-        help="size of a trained tokenizer; 'auto': by the training pairs (aiayn.training.auto_rules)",
-    )
-    joint_vocab: bool = setting(True, tasks=TRANSLATION, help="one tokenizer for source and target")
-    max_sentence_tokens: int = setting(
-        128,
-        range=POSITIVE_INT,
-        tasks=TRANSLATION + CLASSIFY,
-        help="longest example in tokens: translation drops longer pairs, the classifier cuts longer "
-        "texts (and the brackets task makes none longer); not `model.max_len`",
-    )
-    train: list[dict[str, Any]] | None = setting(
-        None,
-        tasks=TRANSLATION,
-        help="task 'files': several training corpora, each {src: FILE, tgt: FILE} or a Hugging "
-        "Face dataset {hf: NAME|parquet|json|csv, ...}, with an optional sampling weight "
-        "(see aiayn.translation.data)",
-    )
-    cache_dir: str | None = setting(
-        None,
-        tasks=TRANSLATION + LM,
-        help="where token stores are kept (None: $AIAYN_CACHE, else .cache beside the run directory)",
-    )
-    tokenizer_sample: int = setting(
-        2_000_000, range=POSITIVE_INT, tasks=TRANSLATION + LM,
-        help="pairs (lines) a trained tokenizer learns from, drawn reproducibly when there are more",
-    )
-    max_length_ratio: float | None = setting(
-        9.0, range=Range(low=1), tasks=TRANSLATION,
-        help="drop training pairs whose longer side has more than this times the shorter's tokens "
-        "(Moses clean-corpus: 9; None: keep)",
-    )
-    remove_duplicates: bool = setting(
-        False, tasks=TRANSLATION, help="drop repeated training pairs (always counted)"
-    )
-    remove_test_overlap: bool = setting(
-        False,
-        tasks=TRANSLATION,
-        help="drop training pairs that are validation or test pairs (always counted)",
-    )
-    text_file: str | None = setting(None, tasks=LM, help="the text a language model learns")
-    block_size: int = setting(256, range=POSITIVE_INT, tasks=LM, help="tokens per training window")
-    stride: int | None = setting(
-        None, range=POSITIVE_INT, tasks=LM, help="tokens between window starts (None: block_size)"
-    )
-    valid_fraction: float = setting(
-        0.1, range=PROBABILITY, tasks=LM + CLASSIFY, help="held-out share of the text or TSV file"
-    )
-    train_tsv: str | None = setting(None, tasks=CLASSIFY, help="task 'tsv': training label<TAB>text")
-    valid_tsv: str | None = setting(None, tasks=CLASSIFY, help="task 'tsv': validation label<TAB>text")
-
-    def __post_init__(self) -> None:
-        validate(self, "data")
-        if not self.tokenizer.strip():
-            raise ConfigError(
-                "data.tokenizer must be bpe, char, byte_bpe, a tokenizer.json path or a Hub name"
-            )
-        if self.stride is not None and self.stride > self.block_size:
-            raise ConfigError(
-                f"data.stride must be between 1 and data.block_size ({self.block_size}), got {self.stride}"
-            )
+from aiayn.settings import check_settings, setting, text_value, validate
+from aiayn.training.data_settings import DataSettings
 
 
 @dataclass
@@ -254,7 +131,7 @@ class TrainConfig:
     implementation: str = setting(
         "engine", choices=("engine", "paper"),
         help="what trains a translation model: 'engine' (aiayn.model) or 'paper' (aiayn.paper's forward, "
-        "loss and greedy decoding, through aiayn.training.paper_adapter); the model directory is the same",
+        "loss and greedy decoding, through aiayn.translation.paper_adapter); the model directory is the same",
     )
     report_to: list[str] = setting(
         default_factory=list, help="run trackers besides metrics.jsonl: tensorboard, wandb"
@@ -287,9 +164,10 @@ REPORT_TO = ("tensorboard", "wandb")
 
 @dataclass
 class RunConfig:
-    """The whole training configuration, as written to `train_config.yaml`."""
+    """The whole training configuration, as written to `train_config.yaml` (the `data` section:
+    the fields of the task's settings class)."""
 
-    data: DataConfig = field(default_factory=DataConfig)
+    data: DataSettings
     model: ModelSection = field(default_factory=ModelSection)
     train: TrainConfig = field(default_factory=TrainConfig)
 
@@ -368,18 +246,8 @@ def _model_section(data: Any) -> ModelSection:
     return section
 
 
-def _log_unread_data_fields(data: DataConfig) -> None:
-    """Log each `data` field set (to other than its default) that the task does not read."""
-    kind = TASK_KINDS[data.task]
-    for field_ in dataclasses.fields(DataConfig):
-        tasks = field_tasks(field_)
-        default = field_.default if field_.default is not dataclasses.MISSING else field_.default_factory()
-        if tasks is not None and kind not in tasks and getattr(data, field_.name) != default:
-            log.warning("data.%s is not read by task %r (%s); ignored", field_.name, data.task, kind)
-
-
-def config_from_dict(data: dict[str, Any]) -> RunConfig:
-    """Validate a nested dict (as read from YAML) into a `RunConfig`."""
+def check_sections(data: Any) -> dict[str, Any]:
+    """A config mapping (as read from YAML; None is empty) whose keys are known section names."""
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -388,42 +256,62 @@ def config_from_dict(data: dict[str, Any]) -> RunConfig:
     unknown = sorted(set(data) - {"data", "model", "train"})
     if unknown:
         raise ConfigError(f"unknown section(s) {', '.join(unknown)}; valid sections: data, model, train")
+    return data
+
+
+def data_section(data: dict[str, Any]) -> dict[str, Any]:
+    """The `data` mapping of a checked config mapping (empty when absent), its keys names."""
+    section = data.get("data") or {}
+    if not isinstance(section, dict):
+        raise ConfigError(f"data must be a mapping, got {section!r}")
+    _check_keys(section, "data")
+    return section
+
+
+def build_config(data: Any, data_settings: type[DataSettings]) -> RunConfig:
+    """Validate a nested dict (as read from YAML) into a `RunConfig` whose `data` section is
+    `data_settings` (the task's class: `aiayn.tasks.config_from_dict` finds it)."""
+    data = check_sections(data)
     config = RunConfig(
-        data=_build(DataConfig, data.get("data") or {}, "data"),
+        data=_build(data_settings, data_section(data), "data"),
         model=_model_section(data.get("model") or {}),
         train=_build(TrainConfig, data.get("train") or {}, "train"),
     )
     config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
-    _log_unread_data_fields(config.data)
     return config
 
 
-SECTIONS: dict[str, type] = {"data": DataConfig, "model": ModelConfig, "train": TrainConfig}
-"""The dataclass whose fields each section holds (`model` also takes `preset`)."""
-
-
-def apply_overrides(data: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def apply_overrides(
+    data: dict[str, Any], overrides: list[str], data_settings: type[DataSettings] = DataSettings
+) -> dict[str, Any]:
     """Apply `section.key=value` overrides to a nested dict: the value is read as YAML, except
-    that a string field takes the text as written (`data.src_lang=no`)."""
+    that a string field (of `data_settings` for the `data` section) takes the text as written
+    (`data.src_lang=no`)."""
+    sections: dict[str, type] = {"data": data_settings, "model": ModelConfig, "train": TrainConfig}
     for section, value in (data or {}).items():
         if value is not None and not isinstance(value, dict):
             raise ConfigError(f"section {section!r} must be a mapping of keys to values, got {value!r}")
     data = {k: dict(v or {}) for k, v in (data or {}).items()}
     for item in overrides:
-        if "=" not in item:
-            raise ConfigError(f"--set expects section.key=value, got {item!r}")
-        path, raw = item.split("=", 1)
-        parts = path.strip().split(".")
-        if len(parts) != 2:
-            raise ConfigError(f"--set expects a dotted path section.key, got {path!r}")
-        section, key = parts
-        try:
-            value = yaml.safe_load(raw)
-        except yaml.YAMLError as error:
-            raise ConfigError(f"--set {item!r}: value is not valid YAML ({error})") from None
-        cls = ModelSection if (section, key) == ("model", "preset") else SECTIONS.get(section)
+        section, key, raw, value = parse_override(item)
+        cls = ModelSection if (section, key) == ("model", "preset") else sections.get(section)
         data.setdefault(section, {})[key] = text_value(cls, key, raw, value) if cls else value
     return data
+
+
+def parse_override(item: str) -> tuple[str, str, str, Any]:
+    """`section.key=value` as (section, key, the value's text, the value read as YAML)."""
+    if "=" not in item:
+        raise ConfigError(f"--set expects section.key=value, got {item!r}")
+    path, raw = item.split("=", 1)
+    parts = path.strip().split(".")
+    if len(parts) != 2:
+        raise ConfigError(f"--set expects a dotted path section.key, got {path!r}")
+    try:
+        value = yaml.safe_load(raw)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"--set {item!r}: value is not valid YAML ({error})") from None
+    return parts[0], parts[1], raw, value
 
 
 def read_yaml(path: str | Path) -> dict[str, Any]:
@@ -440,23 +328,3 @@ def read_yaml(path: str | Path) -> dict[str, Any]:
     if data is not None and not isinstance(data, dict):
         raise ConfigError(f"{path}: expected a mapping with data/model/train sections")
     return data or {}
-
-
-def load_config(path: str | Path | None, overrides: list[str] = ()) -> RunConfig:
-    """Read `path` (the built-in `dates` config when None), apply overrides, validate."""
-    data = read_yaml(path) if path is not None else read_yaml(default_config_path())
-    try:
-        return config_from_dict(apply_overrides(data, list(overrides)))
-    except ConfigError as error:
-        raise ConfigError(f"{path or default_config_path()}: {error}") from None
-
-
-def default_config_path() -> Path:
-    """The embedded default config: the built-in `dates` task."""
-    return Path(__file__).resolve().parent.parent / "configs" / "dates.yaml"
-
-
-def files_config_path() -> Path:
-    """The embedded recipe for your own files (`aiayn train --train-src A --train-tgt B`): every
-    setting that can be 'auto' is."""
-    return Path(__file__).resolve().parent.parent / "configs" / "files.yaml"

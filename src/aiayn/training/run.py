@@ -44,6 +44,7 @@ from aiayn.runtime.cpu import cpu_model
 from aiayn.training.auto_settings import check_auto_supported, choose_auto_settings, take_auto_settings
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
+from aiayn.training.data_settings import TokenStoreSettings
 from aiayn.training.device import select_device
 from aiayn.training.distributed import (
     DistContext,
@@ -82,16 +83,37 @@ def run_task(
     """
     dist = dist or DistContext()
     run_dir = Path(run_dir)
-    if config.train.implementation == "paper":
-        from aiayn.training.paper_adapter import paper_task
-
-        task = paper_task(task)
+    check_implementation(task, config.train.implementation)
     task.check_config(config)
+    check_data_settings(task, config)
     check_trackers(config.train.report_to)  # a tracker not installed: before any work
     find_metric(config.train.validation_metric, task.metrics)  # fail before any work
     check_auto_supported(config, task.measures_corpus)
     with hold_run_dir(run_dir, resume, overwrite, dist), log_to_file(run_dir, enabled=dist.is_main):
         return _train_and_report(task, config, run_dir, resume, dist)
+
+
+def check_data_settings(task: Task[Any, Any], config: RunConfig) -> None:
+    """Raise `ConfigError` unless `config`'s `data` section is one that `task` reads."""
+    if not isinstance(config.data, task.data_settings):
+        names = ", ".join(task.data_settings.task_names())
+        raise ConfigError(
+            f"{task.command} needs data.task one of {names}; got {config.data.task!r} "
+            f"(a task of {type(config.data).command})"
+        )
+
+
+def check_implementation(task: Task[Any, Any], implementation: str) -> None:
+    """Raise `ConfigError` unless `task` trains with `train.implementation` (the command picks
+    the task of the implementation asked for, among the `implementations` it offers)."""
+    if implementation not in task.implementations:
+        raise ConfigError(f"train.implementation={implementation}: {task.command} has no {implementation} "
+                          f"implementation (it has {', '.join(task.implementations)})")
+    if implementation != task.implementation:
+        raise ConfigError(
+            f"train.implementation={implementation}, but {type(task).__name__} trains with "
+            f"{task.implementation!r}: give run_task the {implementation} task, as {task.command} does"
+        )
 
 
 @contextlib.contextmanager
@@ -179,6 +201,8 @@ def _store_data(
 ) -> DataT:
     """`shared_data` for a task whose training data is a token store (`tokenizer` None: the
     store's preparation trains or loads the one `data.tokenizer` names)."""
+    if not isinstance(config.data, TokenStoreSettings):
+        raise TypeError(f"{type(task).__name__} keeps a token store: its settings need TokenStoreSettings")
     cache = cache_dir_for(config.data.cache_dir, run_dir)
     data, failure = None, None
     if dist.local_rank == 0:

@@ -22,10 +22,9 @@ CONFIG_FILE = "train_config.yaml"
 MIN_FREE_BYTES = 200 * 1024 * 1024  # refuse to start with less free disk than this
 
 
-def default_run_dir(config_path: str | Path | None) -> Path:
+def default_run_dir(config_path: str | Path) -> Path:
     """`runs/<config name>-<timestamp>` under the working directory."""
-    name = Path(config_path).stem if config_path else "dates"
-    return Path("runs") / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    return Path("runs") / f"{Path(config_path).stem}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
 def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunDirLock:

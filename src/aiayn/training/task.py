@@ -30,7 +30,8 @@ from aiayn.data.tokenizer import JOINT_FILE, Names, Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
 from aiayn.training.auto_rules import Choice, CorpusProfile
-from aiayn.training.config import DataConfig, RunConfig
+from aiayn.training.config import RunConfig
+from aiayn.training.data_settings import DataSettings
 from aiayn.training.state import TrainState
 
 
@@ -114,6 +115,7 @@ class Task(ABC, Generic[TokenizerT, DataT]):
 
     Attributes:
         command: the CLI command that trains it, for "Resume with: COMMAND --resume RUN_DIR".
+        data_settings: the class of the `data` section it reads (its package's settings).
         model_type: the `model_type` of the model directories it writes (and starts from,
             `--init-from`).
         target_unit: what the loss counts ('tokens' or 'examples'), for `results.json`'s
@@ -123,12 +125,17 @@ class Task(ABC, Generic[TokenizerT, DataT]):
         uses_store: the training data is a token store (`aiayn.data.token_store`): then
             `prepare_data` also takes `cache_dir=` (where the stores are) and `create=` (False:
             open the store, never make it), and `tokenizer_digest` identifies the tokenizer.
+        implementation: the `train.implementation` it trains with; `implementations`: those
+            its command offers (another one is another `Task`, which the command picks).
         measures_corpus: `corpus_profile` measures its training pairs, so the settings that
             read a corpus (`data.vocab_size`, `model.preset`, `train.bleu_max_sentences`) may be
             'auto' (`aiayn.training.auto_settings`).
     """
 
     command: ClassVar[str]
+    data_settings: ClassVar[type[DataSettings]]
+    implementation: ClassVar[str] = "engine"
+    implementations: ClassVar[tuple[str, ...]] = ("engine",)
     uses_store: ClassVar[bool] = False
     measures_corpus: ClassVar[bool] = False
     model_type: ClassVar[str]
@@ -146,7 +153,7 @@ class Task(ABC, Generic[TokenizerT, DataT]):
         return None
 
     @abstractmethod
-    def prepare_data(self, data: DataConfig, tokenizer: TokenizerT | None) -> DataT:
+    def prepare_data(self, data: DataSettings, tokenizer: TokenizerT | None) -> DataT:
         """Read and encode the splits, making the tokenizer first (`data.tokenizer`) when none
         is given (rank 0 makes it; the others get it)."""
 

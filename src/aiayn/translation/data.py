@@ -1,4 +1,4 @@
-"""Translation data: from a `DataConfig` to tokenizers, the training pairs in a token store and
+"""Translation data: from a `TranslationSettings` to tokenizers, the training pairs in a token store and
 the encoded validation pairs (a built-in synthetic task, Multi30k, or parallel corpora).
 
 The training pairs of every task go through one path (`aiayn.data.pair_store`): prepared once
@@ -43,7 +43,7 @@ from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
 from aiayn.training.auto_rules import AUTO, Choice, validation_split_size
 from aiayn.training.auto_settings import choose_vocab_size
-from aiayn.training.config import DataConfig
+from aiayn.translation.settings import TranslationSettings
 
 log = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class PreparedData:
     choices: tuple[Choice, ...] = ()  # the data settings chosen at `auto` (data.vocab_size)
 
 
-def store_settings(config: DataConfig) -> StoreSettings:
+def store_settings(config: TranslationSettings) -> StoreSettings:
     """The settings the training store depends on."""
     return StoreSettings(
         tokenizer=config.tokenizer,
@@ -82,7 +82,7 @@ def store_settings(config: DataConfig) -> StoreSettings:
     )
 
 
-def corpus_source(entry: Any, number: int, config: DataConfig) -> PairSource:
+def corpus_source(entry: Any, number: int, config: TranslationSettings) -> PairSource:
     """One entry of `data.train` as a source (see the module docstring); a bad entry ->
     `ConfigError` naming it."""
     where = f"data.train[{number}]"
@@ -107,7 +107,7 @@ def corpus_source(entry: Any, number: int, config: DataConfig) -> PairSource:
     return FilePairs(src, tgt, float(weight))
 
 
-def train_sources(config: DataConfig) -> list[PairSource]:
+def train_sources(config: TranslationSettings) -> list[PairSource]:
     """The training corpora of a `files` config, not yet read (they are streamed later)."""
     if config.task != "files":
         raise ConfigError(
@@ -129,7 +129,7 @@ def train_sources(config: DataConfig) -> list[PairSource]:
 
 
 def read_splits(
-    config: DataConfig, names: tuple[str, ...] = ("train", "valid", "test")
+    config: TranslationSettings, names: tuple[str, ...] = ("train", "valid", "test")
 ) -> dict[str, tuple[Pairs, str]]:
     """Raw (source, target) text pairs of each available split among `names`, in memory, with
     a name for logs (the training split of big corpora is streamed by `prepare_data` instead)."""
@@ -182,7 +182,7 @@ def encode_split(
     return ParallelDataset([s for s, _ in kept], [t for _, t in kept], tokenizers.specials)
 
 
-def corpus_weights(config: DataConfig) -> list[float] | None:
+def corpus_weights(config: TranslationSettings) -> list[float] | None:
     """The sampling weight of each training corpus (None: one corpus, or `data.train` unset)."""
     if config.task != "files" or not isinstance(config.train, list):
         return None
@@ -190,7 +190,7 @@ def corpus_weights(config: DataConfig) -> list[float] | None:
 
 
 def prepare_data(
-    config: DataConfig,
+    config: TranslationSettings,
     tokenizers: TokenizerPair | None = None,
     *,
     cache_dir: Path | None = None,
@@ -243,7 +243,7 @@ SPLIT_FILES = ("valid_split.src", "valid_split.tgt")
 """The validation set split off the training files, in the run directory (`split_validation`)."""
 
 
-def split_validation(config: DataConfig, run_dir: Path) -> dict[str, Any] | None:
+def split_validation(config: TranslationSettings, run_dir: Path) -> dict[str, Any] | None:
     """For task 'files' with `data.valid_from_train` and no validation files: draw
     `validation_split_size` of the training pairs (seeded by `data.seed`, so the same corpus
     gives the same split), write them into `run_dir` (atomically), and return the settings that

@@ -24,12 +24,13 @@ from aiayn.inference.torch_translator import TorchTranslator
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.auto_rules import Choice, CorpusProfile
 from aiayn.training.auto_settings import profile_corpus
-from aiayn.training.config import DataConfig, RunConfig
+from aiayn.training.config import RunConfig
 from aiayn.training.loss import translation_loss
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
 from aiayn.translation.data import PreparedData, prepare_data, split_validation, train_sources
 from aiayn.translation.evaluate import evaluate_translation
+from aiayn.translation.settings import TranslationSettings
 
 BLEU = Metric("bleu", higher_is_better=True)
 EXACT_MATCH = Metric("exact_match", higher_is_better=True)
@@ -87,10 +88,12 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
     """Sentence pairs -> `Transformer`; validated by loss, BLEU and exact match."""
 
     command = "aiayn train"
+    data_settings = TranslationSettings
     model_type = Transformer.model_type
     metrics = (BLEU, EXACT_MATCH)
     uses_store = True
     measures_corpus = True
+    implementations = ("engine", "paper")  # the paper's: `aiayn.translation.paper_adapter.paper_task`
 
     def check_config(self, config: RunConfig) -> None:
         """`data.train`'s corpora are well formed (their files are checked when read)."""
@@ -114,7 +117,7 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
 
     def prepare_data(
         self,
-        data: DataConfig,
+        data: TranslationSettings,
         tokenizer: TokenizerPair | None,
         *,
         cache_dir: Path | None = None,

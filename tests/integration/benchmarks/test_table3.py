@@ -126,7 +126,7 @@ def set_overrides(command: list[str]) -> list[str]:
 def test_every_row_is_a_valid_multi30k_config(row: table3.Row) -> None:
     """What each printed command asks `aiayn train` for passes its config validation (B16's
     `model.head_dim` included), and says what the row varies."""
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
 
     budget = table3.Budget(table3.BUDGET_POSITIONS, table3.BATCH_TOKENS)
     config_path = REPO / "configs" / "multi30k_de_en.yaml"

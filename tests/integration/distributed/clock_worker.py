@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from aiayn.model import Transformer
-from aiayn.training.config import config_from_dict
+from aiayn.tasks import config_from_dict
 from aiayn.training.distributed import distributed_session
 from aiayn.training.loss import translation_loss
 from aiayn.training.trainer import Trainer

@@ -15,8 +15,8 @@ import torch
 import yaml
 
 from aiayn.errors import ConfigError
+from aiayn.tasks import config_from_dict
 from aiayn.training.checkpoint import list_checkpoints, load_training_state
-from aiayn.training.config import config_from_dict
 from aiayn.training.distributed import (
     DistContext,
     convert_position,
@@ -273,7 +273,7 @@ def test_two_process_classifier_run_and_resume(tmp_path):
     resume continues it."""
     from aiayn.classify.run import prepare_classify_data
     from aiayn.data.tokenizer import Tokenizer
-    from aiayn.training.config import load_config
+    from aiayn.tasks import load_config
 
     fields = {
         "model.preset": "tiny", "model.d_model": 32, "model.d_ff": 64, "model.num_encoder_layers": 1,

@@ -13,7 +13,7 @@ from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.cli.main import build_parser, main
 from aiayn.errors import ConfigError
 from aiayn.ranges import Range
-from aiayn.training.config import load_config
+from aiayn.tasks import load_config
 
 from .conftest import make_model_dir
 
@@ -100,7 +100,7 @@ def test_nbest_larger_than_beam_is_still_refused(capsys, model_dir):
         ("model.attention_dropout=.nan", "model.attention_dropout"),
         ("model.layer_norm_eps=nan", "model.layer_norm_eps"),
         ("model.d_model=0", "model.d_model"),
-        ("data.valid_fraction=nan", "data.valid_fraction"),
+        ("data.max_length_ratio=nan", "data.max_length_ratio"),
         ("data.num_train=-5", "data.num_train"),
     ],
 )
@@ -115,6 +115,15 @@ def test_lm_and_classify_train_check_their_set_values_too(capsys):
         code, err = run_cli(capsys, [*command, "--set", "train.lr=nan"])
         assert code == 2
         assert_one_line_naming(err, "train.lr must be a finite number > 0, got nan")
+        code, err = run_cli(capsys, [*command, "--set", "data.valid_fraction=nan"])  # the field of both
+        assert code == 2
+        assert_one_line_naming(err, "data.valid_fraction must be")
+
+
+def test_a_data_key_of_another_task_is_one_line_naming_the_tasks_that_read_it(capsys):
+    code, err = run_cli(capsys, ["train", "--set", "data.valid_fraction=0.2"])
+    assert code == 2
+    assert_one_line_naming(err, "data.valid_fraction is read by `aiayn lm` tasks (text) and `aiayn classify`")
 
 
 def test_noam_schedule_needs_a_warmup():

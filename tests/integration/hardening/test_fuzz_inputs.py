@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from aiayn.data.corpus import read_lines, read_parallel
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError, DataError
-from aiayn.training.config import RunConfig, load_config
+from aiayn.tasks import load_config
+from aiayn.training.config import RunConfig
 
 from .conftest import TOKENIZER_TEXTS, tiny_train_config
 

@@ -14,8 +14,8 @@ import pytest
 from aiayn.cli.main import main
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.model_dir import load_model
+from aiayn.tasks import load_config
 from aiayn.training.checkpoint import CHECKPOINTS, list_checkpoints, load_training_state
-from aiayn.training.config import load_config
 
 from .conftest import (
     REFERENCE_STEPS,

@@ -12,9 +12,9 @@ import torch
 from aiayn.cli.main import main
 from aiayn.errors import TrainingError
 from aiayn.model import Transformer
+from aiayn.tasks import config_from_dict
 from aiayn.training import loss as loss_module
 from aiayn.training.checkpoint import list_checkpoints, load_training_state
-from aiayn.training.config import config_from_dict
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.trainer import Trainer

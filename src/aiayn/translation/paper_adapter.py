@@ -1,7 +1,7 @@
 """`train.implementation: paper`: translation training on `aiayn.paper` instead of the engine.
 
 The run is the ordinary one (`aiayn.training.run`, the `Trainer`); only the task's model, loss
-and decoding change (`PaperTranslationTask`):
+and decoding change (`PaperTranslationTask`, which `aiayn train` runs through `paper_task`):
 
 - the model is `PaperModel`, an `aiayn.paper.Transformer` whose state dict carries the
   engine's names (the fused `in_proj` of each attention, `aiayn.paper`'s module docstring), so
@@ -152,6 +152,8 @@ def greedy_metrics(
 
 class PaperTranslationTask(TranslationTask):
     """`aiayn train` with `train.implementation: paper` (see the module docstring)."""
+
+    implementation = "paper"
 
     def check_config(self, config: RunConfig) -> None:
         super().check_config(config)
