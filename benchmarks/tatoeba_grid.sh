@@ -18,7 +18,8 @@
 #            beside `auto` on en-es (every setting `auto`)
 #   fr       `auto` on en-fr, beside the best en-es grid point's preset and vocabulary on en-fr
 #   summary  benchmarks/results/tatoeba_summary.json: the grid, the spread, the pass rule
-#            (`auto` >= best grid point - max(0.5, 2 x seed spread)); see tatoeba_summary.py
+#            (`auto` >= best grid point - max(0.5, 2 x seed spread)); see tatoeba_summary.py;
+#            and tatoeba_{en_es,en_fr}_curves.png, validation BLEU against minutes of every run
 # Results: benchmarks/results/tatoeba_en_es_grid_<preset>_<vocab>_seed<seed>.json,
 # tatoeba_en_es_auto.json, tatoeba_en_fr_auto.json, tatoeba_en_fr_best_grid_point.json (each
 # with the validation curve against minutes). Run directories under RUNS
@@ -99,6 +100,13 @@ for STAGE in $STAGES; do
       ;;
     summary)
       "$PY" benchmarks/tatoeba_summary.py summary "$OUT"
+      # Validation BLEU against minutes: what each setting reached within the budget.
+      for PAIR in en_es en_fr; do
+        mapfile -t DIRS < <(find "$RUNS" -maxdepth 1 -type d -name "${PAIR}_*" | sort)
+        if (( ${#DIRS[@]} )); then
+          "$AIAYN" plot curves "${DIRS[@]}" --x minutes --out "$OUT/tatoeba_${PAIR}_curves.png"
+        fi
+      done
       ;;
     *)
       echo "unknown stage $STAGE (grid, seed, fr, summary)" >&2
