@@ -44,6 +44,26 @@ def _rename(vocab: dict[str, int]) -> None:
     vocab["Q" if old != "Q" else "R"] = vocab.pop(old)
 
 
+def perturbed_copy(source: Path, destination: Path, scale: float = 0.05, seed: int = 0) -> Path:
+    """A copy of the model directory `source` (its tokenizers, so the same vocabularies) whose
+    every weight tensor has Gaussian noise of `scale` times its own standard deviation added:
+    a second trained model that differs from the first."""
+    import torch
+
+    from aiayn.data.special_tokens import SpecialTokens
+    from aiayn.model_dir import load_model
+
+    model = load_model(source)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            spread = float(parameter.std()) if parameter.numel() > 1 else 0.0
+            parameter.add_(scale * spread * torch.randn(parameter.shape, generator=generator))
+    model.save_pretrained(destination)
+    TokenizerPair.load(source, SpecialTokens.of(model.config)).save(destination)
+    return destination
+
+
 def _copy(source: Path, destination: Path) -> Path:
     shutil.copytree(source, destination)
     return destination

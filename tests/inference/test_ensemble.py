@@ -17,9 +17,10 @@ from aiayn.errors import AiaynError
 from aiayn.inference import TorchTranslator
 from aiayn.inference.ensemble import Ensemble, mean_probability
 from aiayn.inference.torch_translator import cross_attention
+from aiayn.runtime.compiled import compiler_available
 from decoding.conftest import SOURCES, TARGETS
 
-from .ensemble_dirs import REFUSALS
+from .ensemble_dirs import REFUSALS, perturbed_copy
 
 TEXTS = [s for s in SOURCES if s]
 
@@ -120,6 +121,16 @@ def test_two_models_give_the_log_of_their_mean_probability(ensemble_dirs):
     check_log_mean_probability(ensemble_dirs.a, ensemble_dirs.b, TEXTS)
 
 
+@pytest.mark.slow  # the shared dates run trains a model (a minute or two)
+def test_two_trained_models_give_the_log_of_their_mean_probability(dates_run, tmp_path):
+    """The trained dates model and a copy with noise on every weight (the same vocabulary): two
+    different trained models."""
+    from shared_dates import splits
+
+    other = perturbed_copy(dates_run, tmp_path / "other", scale=0.1)
+    check_log_mean_probability(dates_run, other, [source for source, _ in splits()["test"][:12]])
+
+
 def test_mean_probability_is_log_of_mean():
     first, second = torch.log_softmax(torch.randn(3, 7), -1), torch.log_softmax(torch.randn(3, 7), -1)
     expected = torch.log((first.exp() + second.exp()) / 2)
@@ -168,6 +179,17 @@ def test_int8_quantizes_every_model(ensemble_dirs):
         assert any(isinstance(m, Int8Linear) for m in model.modules())
     alone = aiayn.load(ensemble_dirs.a, "cpu", quantize="int8")
     assert_same_nbest(quantized.translate_nbest(TEXTS, 2), alone.translate_nbest(TEXTS, 2))
+
+
+@pytest.mark.skipif(not compiler_available(), reason="torch.compile needs a C++ compiler")
+def test_compile_compiles_every_models_own_step(ensemble_dirs):
+    """Each model's decoding step is compiled (its own `step_runner`); the ensemble then finds
+    what the eager ensemble finds."""
+    eager = aiayn.load([ensemble_dirs.a, ensemble_dirs.b], "cpu")
+    compiled = aiayn.load([ensemble_dirs.a, ensemble_dirs.b], "cpu", compile=True)
+    assert all(model.step_runner is not None for model in compiled.model.models)
+    assert all(model.step_runner is None for model in eager.model.models)
+    assert_same_nbest(compiled.translate_nbest(TEXTS, 2), eager.translate_nbest(TEXTS, 2), 1e-4)
 
 
 def test_attention_is_the_mean_of_the_models_or_the_first_models(ensemble_dirs):
