@@ -115,3 +115,18 @@ def test_models_that_cannot_join_are_refused_with_one_line(ensemble_dirs, files,
     code, out, err = run(capsys, command, "--model", str(ensemble_dirs.a), "--model", str(other), *inputs)
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and err.startswith(f"aiayn {command}: error: ") and REFUSALS[name] in err
+
+
+def test_compile_compiles_every_model(ensemble_dirs, capsys, monkeypatch):
+    """--compile reaches each model of the ensemble (the compiled step itself is tested in
+    tests/inference/test_ensemble.py; here a stand-in records which models it was given)."""
+    import aiayn.runtime.compiled as compiled
+
+    given = []
+    monkeypatch.setattr(compiled, "compile_decoding", lambda model: given.append(model) or model)
+    monkeypatch.setattr(compiled, "compiler_available", lambda: True)
+    code, out, err = run(capsys, "translate", *models(ensemble_dirs), "--text", TEXTS[0], "--compile",
+                         "--device", "cpu")
+    assert code == 0, err
+    assert len(given) == 2 and given[0] is not given[1]
+    assert out.splitlines() == aiayn.load([ensemble_dirs.a, ensemble_dirs.b], "cpu").translate(TEXTS[:1])

@@ -21,7 +21,8 @@ as its logits (all are <= 0, so a repeated token's log-probability is multiplied
 
 What the models must share, checked when they are loaded (`check_members`): the special ids,
 the target vocabulary (the same token at every id) and the source vocabulary. The source is
-tokenized once, by the first model's source tokenizer, and every model reads those ids.
+tokenized once, by the first model's source tokenizer, and every model reads those ids. The
+translator's `directory` is the first model's; `translator.model.directories` lists them all.
 
 Attention (`attention_maps`: `--report`, alignments, the service's attention view): when every
 model has the same numbers of layers and heads, each map is the mean of the models' maps (each
@@ -58,11 +59,6 @@ class EnsembleMemory(tuple):
 
 class EnsembleCache(tuple):
     """One `DecoderCache` per model; the searches' cache operations go to each."""
-
-    @property
-    def length(self) -> int:
-        """Number of target positions decoded so far (the same in every model's cache)."""
-        return self[0].length
 
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` (B',) of every layer of every model (greedy search)."""
