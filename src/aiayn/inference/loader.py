@@ -119,6 +119,7 @@ def _load_ensemble(
     """The ensemble `Translator` of several aiayn translation model directories (each read once,
     checked, then loaded and accelerated as a single model is)."""
     from aiayn.ctranslate2_format import is_ctranslate2_dir
+    from aiayn.inference.base import check_tokenizers
     from aiayn.inference.ensemble import Ensemble, check_members
     from aiayn.inference.torch_translator import TorchTranslator
     from aiayn.model_dir import load_model_of, load_tokenizers, read_model_dir
@@ -145,6 +146,8 @@ def _load_ensemble(
         records.append(record)
     tokenizers = [load_tokenizers(r.path, r.config, r.model_type, check_fits=False) for r in records]
     check_members([str(d) for d in directories], [r.config for r in records], tokenizers)
+    for pair, record in zip(tokenizers, records, strict=True):  # the shared ids fit every model
+        check_tokenizers(pair, record.config)
     device = _resolved(device, compile)
     models = [accelerate(load_model_of(r, device), quantize, compile) for r in records]
     return TorchTranslator(Ensemble(models, directories), tokenizers[0], directories[0])  # type: ignore[arg-type]
