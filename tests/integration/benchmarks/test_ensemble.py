@@ -49,7 +49,8 @@ def test_ensemble_benchmark_fields(dates_run, tmp_path, capsys):
     assert systems["ensemble"]["directory"] == [str(dates_run), str(other)]
     for system in systems.values():
         assert system["alpha"] in (0.6, 1.0) and set(system["val_bleu"]) == {"0.6", "1"}
-        assert 0 <= system["test_bleu"] <= 100 + 1e-9 and "13a" in system["bleu_signature"]  # sacreBLEU rounding
+        assert 0 <= system["test_bleu"] <= 100 + 1e-9  # sacreBLEU's 100 may have a last-bit excess
+        assert "13a" in system["bleu_signature"]
     for name in ("A", "ensemble"):
         speed = systems[name]["speed"]
         assert len(speed["rounds"]) == 2
