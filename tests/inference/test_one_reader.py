@@ -11,6 +11,7 @@ import io
 from collections import Counter
 from pathlib import Path
 
+import pytest
 import torch
 
 from aiayn import model_format
@@ -24,7 +25,9 @@ from aiayn.model_dir import model_class
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_dates"
 
 
-def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys) -> None:
+@pytest.mark.parametrize("copies", [1, 2])
+def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys, copies) -> None:
+    """`copies` 2: an ensemble (`--model DIR --model DIR`) reads each of its directories once."""
     counts: Counter[str] = Counter()
 
     def counted(name, function, condition=lambda *args, **kwargs: True):
@@ -52,11 +55,12 @@ def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys
 
     monkeypatch.setattr(Transformer, "__init__", init)
 
-    assert main(["translate", "--model", str(model_dir), "--text", "abc", "--beam", "2"]) == 0
+    models = ["--model", str(model_dir)] * copies
+    assert main(["translate", *models, "--text", "abc", "--beam", "2"]) == 0
     assert capsys.readouterr().out.count("\n") == 1
     assert counts == {
-        "read_model_dir": 1, "open config.json": 1, "safe_open": 1, "load_file": 1,
-        "Transformer": 1,
+        "read_model_dir": copies, "open config.json": copies, "safe_open": copies, "load_file": copies,
+        "Transformer": copies,
     }
 
 

@@ -10,6 +10,7 @@ from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE
 from aiayn.model import DecoderOnlyLM, ModelConfig, Transformer
+from inference.ensemble_dirs import ensemble_dirs  # noqa: F401 (a fixture: the ensemble tests' models)
 from threads import one_thread  # noqa: F401 (an autouse fixture: one intra-op thread)
 
 SOURCES = ["ein hund läuft", "zwei katzen", "der mann liest ein buch", "ja"]

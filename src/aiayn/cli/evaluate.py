@@ -20,6 +20,8 @@ from aiayn.cli.options import (
     add_model_arguments,
     add_search_arguments,
     evaluate,
+    model_names,
+    model_source,
     one_line,
     read_parallel_files,
 )
@@ -57,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         atomic_write_text(args.output, "".join(one_line(h) + "\n" for h in result.hypotheses))
     if args.json:
         figures = result.to_dict() | {
-            "model": args.model, "input": args.input, "ref": args.ref, "beam": args.beam,
+            "model": model_source(args.model), "input": args.input, "ref": args.ref, "beam": args.beam,
             "alpha": args.alpha, "max_len_extra": args.max_len, "lowercase": args.lowercase,
             "device": str(translator.device),
         }
@@ -67,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
         from aiayn.evaluation.report_inputs import report_outputs
 
         outputs = report_outputs(translator, sources, result.translations, result.seconds)
-        write_report_files(args, sources, references, outputs, f"{args.model}: {args.input}")
+        write_report_files(args, sources, references, outputs, f"{model_names(args.model)}: {args.input}")
     return 0

@@ -16,11 +16,14 @@ if TYPE_CHECKING:
     from aiayn.translation.evaluate import TranslationEvaluation
 
 
+MODEL_HELP = ("model directory (config.json, model.safetensors, tokenizer files), or a CTranslate2 "
+              "export (aiayn export ctranslate2); repeat for an ensemble of aiayn translation models "
+              "(one search over their mean probability; they must share vocabularies)")
+
+
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """--model and --device, shared by translate, evaluate and score."""
-    parser.add_argument("--model", required=True, metavar="DIR",
-                        help="model directory (config.json, model.safetensors, tokenizer files), "
-                        "or a CTranslate2 export (aiayn export ctranslate2)")
+    """--model (repeatable: an ensemble) and --device, shared by translate, evaluate and score."""
+    parser.add_argument("--model", required=True, action="append", metavar="DIR", help=MODEL_HELP)
     parser.add_argument("--device", default="auto",
                         help="'cpu', 'cuda', 'cuda:1', ... or 'auto' (CUDA when available)")
     parser.add_argument("--batch-tokens", type=bounded_int(1), default=DEFAULT_BATCH_TOKENS, metavar="N",
@@ -51,13 +54,24 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         help="output tokens allowed beyond the source length (default 50)")
 
 
-def load_translator(model_dir: str, args: argparse.Namespace) -> Translator:
-    """The translator of `model_dir` as --device, --quantize and --compile ask (translate,
-    evaluate, and the model compared with in a report)."""
+def model_source(models: str | list[str]) -> str | list[str]:
+    """What `aiayn.load` takes for --model given once (that directory) or repeated (the list:
+    an ensemble)."""
+    return models[0] if isinstance(models, list) and len(models) == 1 else models
+
+
+def model_names(models: str | list[str]) -> str:
+    """--model as messages and titles name it: the directory, or the ensemble's joined by ' + '."""
+    return models if isinstance(models, str) else " + ".join(models)
+
+
+def load_translator(model_dir: str | list[str], args: argparse.Namespace) -> Translator:
+    """The translator of `model_dir` (one directory, or a list: an ensemble) as --device,
+    --quantize and --compile ask (translate, evaluate, and the model compared with in a report)."""
     from aiayn.inference import load
 
-    return load(model_dir, device_option(args.device), task="translation", quantize=args.quantize,
-                compile=args.compile)
+    return load(model_source(model_dir), device_option(args.device), task="translation",
+                quantize=args.quantize, compile=args.compile)
 
 
 def search_settings(args: argparse.Namespace) -> dict:
@@ -86,7 +100,7 @@ def read_parallel_files(input_path: str, ref_path: str) -> tuple[list[str], list
 
 
 def evaluate(
-    model_dir: str, args: argparse.Namespace, sources: list[str], references: list[str]
+    model_dir: str | list[str], args: argparse.Namespace, sources: list[str], references: list[str]
 ) -> tuple[Translator, TranslationEvaluation]:
     """The model of `model_dir` (loaded as the options ask) and its `TranslationEvaluation` on
     the test set: the one decoding of `aiayn evaluate`, with or without --report."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from aiayn.cli.arguments import device_option
-from aiayn.cli.options import add_model_arguments, read_parallel_files
+from aiayn.cli.options import add_model_arguments, model_source, read_parallel_files
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +28,8 @@ def run(args: argparse.Namespace) -> int:
     from aiayn.inference import load
 
     sources, targets = read_parallel_files(args.input, args.ref)
-    translator = load(args.model, device_option(args.device), task="translation", quantize=args.quantize)
+    translator = load(model_source(args.model), device_option(args.device), task="translation",
+                      quantize=args.quantize)
     scores = translator.score(sources, targets, batch_tokens=args.batch_tokens)
     print("".join(f"{score:.4f}\n" for score in scores), end="", flush=True)
     return 0

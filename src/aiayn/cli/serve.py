@@ -37,7 +37,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "/v1/generate, /v1/attention; GET /v1/model, /health, and / (a page). Concurrent requests "
         "are decoded together in batches.",
     )
-    parser.add_argument("--model", required=True, type=Path, metavar="DIR", help="model directory")
+    parser.add_argument("--model", required=True, action="append", type=Path, metavar="DIR",
+                        help="model directory; repeat for an ensemble of translation models (one search "
+                        "over their mean probability; they must share vocabularies)")
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument(
         "--port", type=bounded_int(0, 65535), default=8000, help="port (default 8000; 0 = any free port)"
@@ -160,7 +162,10 @@ def run(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     sock = listen(args.host, args.port)  # first: a busy port is reported before the model loads
     try:
-        model = load(args.model, device_option(args.device), quantize=args.quantize, compile=args.compile)
+        from aiayn.cli.options import model_names, model_source
+
+        model = load(model_source(args.model), device_option(args.device), quantize=args.quantize,
+                     compile=args.compile)
         settings = ServeSettings(
             max_batch_tokens=args.max_batch_tokens,
             batch_wait_ms=args.batch_wait_ms,
@@ -168,7 +173,7 @@ def run(args: argparse.Namespace) -> int:
             max_sentences=args.max_sentences,
             max_new_tokens=args.max_new_tokens,
             api_key=api_key,
-            title=f"aiayn · {args.model.resolve().name}",
+            title=f"aiayn · {' + '.join(path.resolve().name for path in args.model)}",
         )
         app = create_app(model, settings)
         host, port = sock.getsockname()[:2]
@@ -180,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
             app, log_config=None, access_log=args.access_log, lifespan="on", timeout_graceful_shutdown=None
         )
         task = "translation" if isinstance(model, Translator) else "lm"
-        ready = (f"aiayn serve: {url} ({task} model {args.model}, engine {model.engine}); "
+        names = model_names([str(path) for path in args.model])
+        ready = (f"aiayn serve: {url} ({task} model {names}, engine {model.engine}); "
                  "Ctrl-C or SIGTERM stops it")
         server = GracefulServer(config, ready)
         with uvicorn_log(args.access_log):

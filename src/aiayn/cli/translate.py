@@ -41,6 +41,7 @@ from aiayn.cli.options import (
     add_model_arguments,
     add_search_arguments,
     load_translator,
+    model_names,
     one_line,
     search_settings,
 )
@@ -286,4 +287,4 @@ def write_translate_report(
     if not sources:
         raise DataError(f"{source_name}: no lines to translate")
     outputs = report_outputs(translator, sources, best, seconds)
-    write_report_files(args, sources, None, outputs, f"{args.model}: {source_name}")
+    write_report_files(args, sources, None, outputs, f"{model_names(args.model)}: {source_name}")

@@ -1,8 +1,9 @@
 """Inference: one interface to translate and to generate, whichever runtime decodes.
 
 interface (`Translator`, `Generator`, `Translation`) -> base (what every runtime shares) ->
-torch_translator / torch_generator (aiayn's own decoders, `aiayn.decoding`) and ctranslate2
-(a CTranslate2 export) -> loader (`load(DIR)`, also `aiayn.load`).
+torch_translator / torch_generator (aiayn's own decoders, `aiayn.decoding`; ensemble: several
+translation models decoded as one) and ctranslate2 (a CTranslate2 export) -> loader (`load(DIR)`,
+also `aiayn.load`; `load([A, B])`: an ensemble).
 
     translator = aiayn.load("runs/multi30k")             # or runs/multi30k-ct2, an export
     translator.translate(["Ein Hund läuft."])            # ['A dog runs.']

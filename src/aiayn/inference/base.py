@@ -51,8 +51,10 @@ class TorchRuntime:
 
     model: nn.Module
 
-    def _hold(self, model: nn.Module, kind: type[nn.Module], needed: str) -> None:
-        """Keep `model`, or raise `CheckpointError` (`needed`) unless it is a `kind`."""
+    def _hold(
+        self, model: nn.Module, kind: type[nn.Module] | tuple[type[nn.Module], ...], needed: str
+    ) -> None:
+        """Keep `model`, or raise `CheckpointError` (`needed`) unless it is a `kind` (or one of them)."""
         if not isinstance(model, kind):
             raise CheckpointError(f"{needed}, got a {type(model).__name__}")
         self.model = model

@@ -4,10 +4,13 @@ It returns a `Translator` for a translation model and a `Generator` for a langua
 on PyTorch for a directory written by aiayn (`save_pretrained`: `config.json` and
 `model.safetensors`) and on CTranslate2 for one written by `aiayn export ctranslate2`
 (recognised by its `model.bin`). `task` asks for one kind and turns the other into a clear error.
+A list of aiayn translation model directories gives one `Translator` decoding their ensemble
+(`aiayn.inference.ensemble`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, overload
 
@@ -24,27 +27,33 @@ if TYPE_CHECKING:
 TASKS = {"transformer": "translation", "decoder_only": "lm"}
 """The model types `load` opens, and the task of each."""
 
+ModelSource = str | Path | Sequence[str | Path]
+"""One model directory, or a list of them (an ensemble)."""
+
 _KINDS = {"translation": "a translation model ('transformer', encoder-decoder)",
           "lm": "a language model ('decoder_only')"}
 
 
 @overload
-def load(directory: str | Path, device: str | torch.device | None = None, *,
+def load(directory: ModelSource, device: str | torch.device | None = None, *,
          task: Literal["translation"], quantize: str | None = None, compile: bool = False) -> Translator: ...
 @overload
-def load(directory: str | Path, device: str | torch.device | None = None, *,
+def load(directory: ModelSource, device: str | torch.device | None = None, *,
          task: Literal["lm"], quantize: str | None = None, compile: bool = False) -> Generator: ...
 @overload
-def load(directory: str | Path, device: str | torch.device | None = None, *,
+def load(directory: ModelSource, device: str | torch.device | None = None, *,
          task: None = None, quantize: str | None = None, compile: bool = False) -> Translator | Generator: ...
 def load(
-    directory: str | Path, device: str | torch.device | None = None, *, task: str | None = None,
+    directory: ModelSource, device: str | torch.device | None = None, *, task: str | None = None,
     quantize: str | None = None, compile: bool = False,
 ) -> Translator | Generator:
     """The `Translator` or `Generator` for a model directory.
 
     Args:
-        directory: an aiayn model directory or a CTranslate2 export of one.
+        directory: an aiayn model directory or a CTranslate2 export of one; or a list of
+            aiayn translation model directories, decoded as one ensemble (`aiayn.inference.ensemble`:
+            shared special ids and vocabularies, each model quantized and compiled as asked);
+            a list of one is that directory.
         device: 'cpu', 'cuda', 'cuda:N'; None picks CUDA when available.
         task: 'translation' or 'lm' to require that kind of model (None: either).
         quantize: 'int8' to run the linear layers in int8 (per-channel weight scales, the
@@ -58,6 +67,11 @@ def load(
         raise ConfigError(f"task must be one of {sorted(_KINDS)} or None, got {task!r}")
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise ConfigError(f"quantize must be one of {list(QUANTIZATIONS)} (or None), got {quantize!r}")
+    if not isinstance(directory, str | Path):
+        directories = [Path(d) for d in directory]
+        if len(directories) != 1:
+            return _load_ensemble(directories, device, task, quantize, compile)
+        directory = directories[0]
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory")
@@ -98,6 +112,59 @@ def load(
     return _load_torch(record, device, quantize, compile)
 
 
+def _load_ensemble(
+    directories: list[Path], device: str | torch.device | None, task: str | None, quantize: str | None,
+    compile: bool,
+) -> Translator:
+    """The ensemble `Translator` of several aiayn translation model directories (each read once,
+    checked, then loaded and accelerated as a single model is)."""
+    from aiayn.ctranslate2_format import is_ctranslate2_dir
+    from aiayn.inference.base import check_tokenizers
+    from aiayn.inference.ensemble import Ensemble, check_members
+    from aiayn.inference.torch_translator import TorchTranslator
+    from aiayn.model_dir import load_model_of, load_tokenizers, read_model_dir
+
+    if not directories:
+        raise ConfigError("no model directory given; an ensemble needs at least one")
+    if task == "lm":
+        raise ConfigError("an ensemble decodes translation models; task='lm' takes one language model")
+    records = []
+    for directory in directories:
+        if not directory.is_dir():
+            raise CheckpointError(f"{directory}: not a directory")
+        if is_ctranslate2_dir(directory):
+            raise ConfigError(
+                f"{directory} is a CTranslate2 export; an ensemble decodes aiayn model directories "
+                "(CTranslate2 decodes one model)"
+            )
+        record = read_model_dir(directory)
+        if record.model_type != "transformer":
+            raise CheckpointError(
+                f"{directory} holds a {record.model_type!r} model; an ensemble needs translation models "
+                "('transformer')"
+            )
+        records.append(record)
+    tokenizers = [load_tokenizers(r.path, r.config, r.model_type, check_fits=False) for r in records]
+    check_members([str(d) for d in directories], [r.config for r in records], tokenizers)
+    for pair, record in zip(tokenizers, records, strict=True):  # the shared ids fit every model
+        check_tokenizers(pair, record.config)
+    device = _resolved(device, compile)
+    models = [accelerate(load_model_of(r, device), quantize, compile) for r in records]
+    return TorchTranslator(Ensemble(models, directories), tokenizers[0], directories[0])  # type: ignore[arg-type]
+
+
+def _resolved(device: str | torch.device | None, compile: bool) -> str | torch.device:
+    """The device to load on (None: CUDA when available), checked for `compile`."""
+    if device is None:
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    if compile and str(device).startswith("cpu"):
+        from aiayn.runtime.compiled import compiler_available
+
+        if not compiler_available():
+            raise ConfigError("compile on CPU needs a C++ compiler (g++ or clang++) on the PATH")
+    return device
+
+
 def _load_torch(
     record: ModelDirectory, device: str | torch.device | None, quantize: str | None = None,
     compile: bool = False,
@@ -106,14 +173,8 @@ def _load_torch(
     read its tokenizers."""
     from aiayn.model_dir import load_model_of, load_tokenizers
 
-    if device is None:
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = _resolved(device, compile)
     model = load_model_of(record, device)
-    if compile and str(device).startswith("cpu"):
-        from aiayn.runtime.compiled import compiler_available
-
-        if not compiler_available():
-            raise ConfigError("compile on CPU needs a C++ compiler (g++ or clang++) on the PATH")
     # A loaded model is not trained further: its weights can be prepacked, or quantized.
     model = accelerate(model, quantize, compile)
     tokenizers = load_tokenizers(record.path, record.config, record.model_type, check_fits=False)

@@ -29,6 +29,7 @@ from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.greedy import greedy_search
 from aiayn.eval_mode import eval_mode
 from aiayn.inference.base import TorchRuntime, TranslatorBase
+from aiayn.inference.ensemble import Ensemble
 from aiayn.model.transformer import Transformer
 
 
@@ -59,14 +60,17 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
 
     Args:
         model: a trained `Transformer` (its device is used; it is put in eval mode while
-            decoding and returned to its previous mode after, so this works mid-training).
+            decoding and returned to its previous mode after, so this works mid-training), or
+            an `Ensemble` of them (`aiayn.inference.ensemble`), decoded as one model.
         tokenizers: the `TokenizerPair` the model was trained with; its special ids must be
             the model config's.
         directory: the model directory it came from, if any.
     """
 
-    def __init__(self, model: Transformer, tokenizers: TokenizerPair, directory: Path | None = None) -> None:
-        self._hold(model, Transformer, "translation needs an encoder-decoder Transformer")
+    def __init__(
+        self, model: Transformer | Ensemble, tokenizers: TokenizerPair, directory: Path | None = None
+    ) -> None:
+        self._hold(model, (Transformer, Ensemble), "translation needs an encoder-decoder Transformer")
         super().__init__(model.config, tokenizers, directory)
 
     def _search(
@@ -119,7 +123,7 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
 
 
 def cross_attention(
-    model: Transformer, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
+    model: Transformer | Ensemble, sources: Sequence[Sequence[int]], targets: Sequence[Sequence[int]],
     device: torch.device,
 ) -> list[np.ndarray]:
     """The encoder-decoder attention (Sec. 3.2.3) of each (source, output) pair of token ids
@@ -128,7 +132,8 @@ def cross_attention(
     `<eos>` (an output of max_len tokens, cut there by the search: no `<eos>` row). One
     teacher-forced pass per pair (a batch of one: no padding) of the model's
     explicit attention path (`Transformer.attention_maps`), whichever step decoding used
-    (compiled or not; int8 linear layers when the model has them)."""
+    (compiled or not; int8 linear layers when the model has them); an ensemble's is the mean
+    of its models' or the first model's (`Ensemble.attention_maps`)."""
     eos_id, bos_id = model.config.eos_id, model.config.bos_id
     maps = []
     with eval_mode(model), torch.no_grad():
