@@ -33,6 +33,7 @@ model's.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Sequence
 from pathlib import Path
@@ -79,8 +80,11 @@ class EnsembleCache(tuple):
 def mean_probability(log_probs: Sequence[Tensor]) -> Tensor:
     """log((1/n) sum_i exp(log_probs[i])): the log of the mean probability, from n tensors of
     log-probabilities of one shape (..., V) (float32 result)."""
-    stacked = torch.stack([logp.float() for logp in log_probs])  # (n, ..., V)
-    return torch.logsumexp(stacked, dim=0) - math.log(len(log_probs))
+    # A pairwise fold of logaddexp (max(a, b) + log1p(exp(-|a - b|))) rather than a logsumexp
+    # over a stacked leading axis: the same sum, without the (n, ..., V) copy or a reduction
+    # across it.
+    total = functools.reduce(torch.logaddexp, (logp.float() for logp in log_probs))
+    return total - math.log(len(log_probs))
 
 
 class Ensemble(nn.Module):
