@@ -15,6 +15,13 @@ decoding and detokenizing, as `aiayn evaluate` times it). `--lines N` uses the f
 sentences of each set (a quick check). The defaults read Multi30k de-en from the data root
 (`multi30k/{val,test_2016_flickr}.{de,en}.gz`).
 
+The mean-probability check (`--check-lines N`, default 100): on the first N test sentences, the
+ensemble's beam output is fed back step by step through its incremental `decode_step` (what the
+searches call), and every step's whole next-token distribution is compared with
+logsumexp(log p_A, log p_B) - log 2 from A and B run separately (one full teacher-forced pass
+each); the JSON records the largest absolute difference, and the largest difference from the
+mean of the log-probabilities (what the ensemble is not), to show the two models differ.
+
 The JSON (written atomically to `--out`) records the command, cpu_model, threads, the settings,
 each system's validation BLEU per alpha, its chosen alpha, test BLEU (and signature) and chrF,
 and the speed rounds; a markdown table of the same figures is printed.
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import statistics
 import sys
@@ -31,6 +39,7 @@ import time
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 
 from aiayn.data.corpus import read_lines
 from aiayn.data.paths import data_root
@@ -58,12 +67,16 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--lines", type=int, default=None, metavar="N", help="first N sentences of each set")
     parser.add_argument("--rounds", type=int, default=3, help="alternating speed rounds (default 3)")
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--check-lines", type=int, default=100, metavar="N",
+                        help="test sentences of the mean-probability check (default 100; 0: none)")
     parser.add_argument("--out", required=True, metavar="FILE.json")
     args = parser.parse_args(argv)
     if len(args.model) != 2:
         parser.error(f"give --model twice (A and B), got {len(args.model)}")
     if args.rounds < 1 or args.beam < 1 or (args.lines is not None and args.lines < 1):
         parser.error("--rounds, --beam and --lines must be >= 1")
+    if args.check_lines < 0:
+        parser.error("--check-lines must be >= 0")
     return args
 
 
@@ -90,6 +103,37 @@ def timed(translator: Translator, sources: list[str], beam: int, alpha: float) -
     start = time.perf_counter()
     hypotheses = translator.translate(sources, beam=beam, alpha=alpha)
     return hypotheses, time.perf_counter() - start
+
+
+@torch.no_grad()
+def mean_probability_check(
+    ensemble: Translator, first: Translator, second: Translator, sources: list[str], beam: int, alpha: float
+) -> dict[str, Any]:
+    """Teacher-forced on the ensemble's outputs for `sources`: the ensemble's (T, V)
+    log-probabilities through its incremental step against logsumexp(log p_A, log p_B) - log 2
+    from A's and B's full passes (see the module docstring)."""
+    model, device = ensemble.model, ensemble.device
+    config = model.config
+    largest = from_mean_log_probs = 0.0
+    steps = 0
+    for text, hyps in zip(sources, ensemble.translate_nbest(sources, 1, beam=beam, alpha=alpha), strict=True):
+        src_ids = [*ensemble.tokenizers.source.encode(text), config.eos_id]
+        src = torch.tensor([src_ids], device=device)  # (1, S)
+        fed = [config.bos_id, *hyps[0].tokens][: config.max_len]
+        memory, cache = model.encode(src), model.new_cache()
+        ours = torch.stack([
+            model.decode_step(torch.tensor([[token]], device=device), memory, None, cache)[0] for token in fed
+        ])  # (T, V)
+        tgt_in = torch.tensor([fed], device=device)  # (1, T)
+        log_a, log_b = (F.log_softmax(t.model(src, tgt_in)[0].float(), dim=-1) for t in (first, second))
+        expected = torch.logsumexp(torch.stack([log_a, log_b]), dim=0) - math.log(2)  # (T, V)
+        largest = max(largest, float((ours - expected).abs().max()))
+        from_mean_log_probs = max(from_mean_log_probs, float((ours - (log_a + log_b) / 2).abs().max()))
+        steps += len(fed)
+    return {
+        "sentences": len(sources), "steps": steps, "max_abs_difference": largest,
+        "max_abs_difference_from_mean_log_probs": from_mean_log_probs,
+    }
 
 
 def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
@@ -122,6 +166,10 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
     for name in timed_systems:
         rates = [len(test[0]) / s for s in seconds[name]]
         systems[name]["speed"] = {"sentences_per_second": statistics.median(rates), "rounds": rates}
+    check = mean_probability_check(
+        translators["ensemble"], translators["A"], translators["B"], test[0][: args.check_lines], args.beam,
+        systems["ensemble"]["alpha"],
+    ) if args.check_lines else None
     return {
         "command": shlex.join(["python", "benchmarks/ensemble.py", *argv]),
         "cpu_model": cpu_model(),
@@ -136,6 +184,7 @@ def run(args: argparse.Namespace, argv: list[str]) -> dict[str, Any]:
             "test": {"source": args.test_src, "reference": args.test_ref, "sentences": len(test[0])},
         },
         "systems": systems,
+        "mean_probability_check": check,
     }
 
 

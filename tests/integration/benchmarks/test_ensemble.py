@@ -60,3 +60,9 @@ def test_ensemble_benchmark_fields(dates_run, tmp_path, capsys):
     assert {k: systems["averaged"][k] for k in same} == {k: systems["A"][k] for k in same}
     printed = capsys.readouterr().out
     assert "| ensemble |" in printed and "| averaged |" in printed
+    # The check compares the ensemble's steps with A's and B's run apart: equal within 1e-5, and
+    # far from the mean of their log-probabilities (the two models differ).
+    check = results["mean_probability_check"]
+    assert check["sentences"] == 12 and check["steps"] >= 12
+    assert check["max_abs_difference"] < 1e-5
+    assert check["max_abs_difference_from_mean_log_probs"] > 1e-2
