@@ -131,6 +131,18 @@ def test_two_trained_models_give_the_log_of_their_mean_probability(dates_run, tm
     check_log_mean_probability(dates_run, other, [source for source, _ in splits()["test"][:12]])
 
 
+def test_the_ensemble_stays_in_eval_mode_after_a_search(ensemble_dirs):
+    """The searches give a model back in the mode they found it in: an ensemble of loaded models
+    is in eval mode, so its models are still in eval mode (no dropout) after decoding."""
+    translator = aiayn.load([ensemble_dirs.a, ensemble_dirs.b], "cpu")
+    assert not any(module.training for module in translator.model.modules())
+    translator.translate(TEXTS, beam=4)
+    translator.translate(TEXTS, beam=1)
+    assert not any(module.training for module in translator.model.modules())
+    training = Ensemble([translator.model.models[0].train()])
+    assert training.training and training.models[0].training
+
+
 def test_mean_probability_is_log_of_mean():
     first, second = torch.log_softmax(torch.randn(3, 7), -1), torch.log_softmax(torch.randn(3, 7), -1)
     expected = torch.log((first.exp() + second.exp()) / 2)

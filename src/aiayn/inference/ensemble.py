@@ -114,6 +114,10 @@ class Ensemble(nn.Module):
                     "the models of an ensemble must share the target vocabulary and special ids"
                 )
         self.models = nn.ModuleList(models)
+        # A new module starts in training mode, and `eval_mode` gives the ensemble back in the mode
+        # it found it in, which `train()` would pass on to every model (dropout on after a search):
+        # the ensemble takes its models' mode instead (eval, as `aiayn.load` gives them).
+        self.train(all(model.training for model in models))
         self.config = dataclasses.replace(first, max_len=min(m.config.max_len for m in models))
         self.directories = list(directories) if directories is not None else [None] * len(models)
 
