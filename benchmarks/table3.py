@@ -228,9 +228,10 @@ def run_row(row: Row, plan: Plan) -> dict[str, Any]:
 
     run = plan.runs / row.name
     command = train_command(row, plan.budget, plan.config, run, plan.extra)
-    figures: dict[str, Any] = {
+    shown = train_command(row, plan.budget, repo_relative(plan.config), Path(repo_relative(run)), plan.extra)
+    figures: dict[str, Any] = {  # the command as run from the repository's root, on any machine
         "group": row.group, "description": row.description, "seed": row.seed,
-        "settings": row.settings, "command": shlex.join(command), "cpu_model": cpu_model(),
+        "settings": row.settings, "command": shlex.join(shown), "cpu_model": cpu_model(),
     }
     started = time.perf_counter()
     done = subprocess.run([sys.executable, "-m", "aiayn", *command[1:]], capture_output=True, text=True)
