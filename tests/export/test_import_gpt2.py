@@ -20,7 +20,7 @@ from aiayn.data.tokenizer import Tokenizer
 from aiayn.decoding.sampling import Sampling, sample_stream
 from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
-from aiayn.export.hf_import import import_huggingface
+from aiayn.hf_format import import_huggingface
 from aiayn.model_dir import load_model
 
 from .helpers import END_OF_TEXT, SOURCES, TARGETS, make_lm_dir

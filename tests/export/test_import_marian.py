@@ -23,7 +23,7 @@ from aiayn.decoding import greedy_search
 from aiayn.decoding.beam_search import beam_search
 from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
-from aiayn.export.hf_import import import_huggingface
+from aiayn.hf_format import import_huggingface
 from aiayn.model.masks import target_padding_mask
 from aiayn.model_dir import load_model
 

@@ -28,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiayn.export.hf_import import import_huggingface
+    from aiayn.hf_format import import_huggingface
 
     out = import_huggingface(args.source, args.out, args.overwrite)
     print(f"aiayn model directory written to {out}")
