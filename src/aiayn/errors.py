@@ -30,3 +30,10 @@ class TrainingError(AiaynError, RuntimeError):
 
 class RunDirInUseError(AiaynError, RuntimeError):
     """Another process is training into this run directory (it holds the directory's lock)."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of an error's message (its type name when it has none): a third-party
+    error shown inside one of ours keeps the message to one line."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -28,7 +28,7 @@ from torch import nn
 
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
-from aiayn.errors import ConfigError
+from aiayn.errors import ConfigError, first_line
 from aiayn.files import output_directory
 from aiayn.hf_mapping import (
     Rule,
@@ -78,7 +78,7 @@ def resolve_source(source: str | Path, argument: str = "SOURCE") -> Path:
     try:
         return Path(snapshot_download(str(source)))
     except Exception as error:  # offline, unknown repository, no permission: one line
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        detail = first_line(error)
         raise ConfigError(
             f"{argument} {source}: not a local directory, and it cannot be downloaded from the Hugging Face "
             f"Hub ({type(error).__name__}: {detail[:200]})"

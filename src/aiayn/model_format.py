@@ -33,7 +33,7 @@ from safetensors.torch import load_file, save_model
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from aiayn.errors import CheckpointError
+from aiayn.errors import CheckpointError, first_line
 from aiayn.files import atomic_write, atomic_write_text
 
 if TYPE_CHECKING:
@@ -140,7 +140,7 @@ def meta_model(build: Callable[[], nn.Module], where: str | Path) -> nn.Module:
     except (TypeError, ValueError) as error:  # e.g. an unknown or bad extra key
         raise CheckpointError(f"{where}: {error}") from None
     except RuntimeError as error:  # "Storage size calculation overflowed with sizes=[...]"
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        detail = first_line(error)
         raise CheckpointError(f"{where}: describes a model too large to build ({detail})") from None
 
 

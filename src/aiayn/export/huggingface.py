@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from aiayn.decoding.common import never_generated
-from aiayn.errors import ConfigError
+from aiayn.errors import ConfigError, first_line
 from aiayn.export.common import ExportSource, load_source, output_directory, refuse_other_head_dim
 from aiayn.export.hf_tokenizer import save_hf_tokenizers
 from aiayn.hf_format import quiet_transformers as _quiet_transformers
@@ -90,7 +90,7 @@ def push_to_hub(directory: str | Path, repo_id: str, private: bool = False) -> s
         commit = api.upload_folder(folder_path=str(directory), repo_id=repo_id,
                                    commit_message="Upload aiayn model (aiayn export huggingface)")
     except Exception as error:  # offline, no token, no permission: one line
-        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        detail = first_line(error)
         raise ConfigError(
             f"--push-to-hub {repo_id}: the upload failed ({type(error).__name__}: {detail[:200]}); "
             f"the model is in {directory}"
