@@ -189,18 +189,20 @@ def last_validation(run: Path) -> dict[str, Any]:
     return validations[-1]
 
 
-def evaluate(run: Path, splits: dict[str, tuple[Path, Path]]) -> dict[str, float]:
-    """BLEU of the run's model on each split, beam 4 and alpha 0.6 (as `aiayn evaluate`)."""
+def evaluate(run: Path, splits: dict[str, tuple[Path, Path]], device: str = "auto") -> dict[str, float]:
+    """BLEU of the run's model on each split, beam 4 and alpha 0.6 (as `aiayn evaluate`), on
+    `device` ('auto': a GPU when there is one, as training chose)."""
     import torch
 
     from aiayn import load
     from aiayn.data.corpus import read_lines
+    from aiayn.training.device import select_device
     from aiayn.translation.evaluate import evaluate_translation
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # one row, one core: rows run side by side
     try:
-        translator = load(str(run), "cpu", task="translation")
+        translator = load(str(run), str(select_device(device)), task="translation")
         bleu = {}
         for split, (source, reference) in splits.items():
             sources, references = read_lines(source), read_lines(reference)
@@ -220,6 +222,7 @@ class Plan:
     results: Path
     splits: dict[str, tuple[Path, Path]]  # "val"/"test" -> (source file, reference file)
     extra: dict[str, Any] = field(default_factory=dict)  # settings every row adds (tests: tiny preset)
+    device: str = "auto"  # where each row trains (`train.device`) and is scored
 
 
 def run_row(row: Row, plan: Plan) -> dict[str, Any]:
@@ -246,8 +249,9 @@ def run_row(row: Row, plan: Plan) -> dict[str, Any]:
         "params": int(results["params"]), "target_tokens": tokens, "steps": int(results["steps"]),
         "train_flops": 6 * int(results["params"]) * tokens, "precision": results["precision"],
         "val_ppl": float(validation["ppl"]),
+        "device": results.get("gpu") or "cpu",
     }
-    for split, bleu in evaluate(run, plan.splits).items():
+    for split, bleu in evaluate(run, plan.splits, plan.device).items():
         figures[f"{split}_bleu"] = bleu
     bad = [key for key in ("val_ppl", *(f"{s}_bleu" for s in plan.splits)) if not math.isfinite(figures[key])]
     if bad:
@@ -328,20 +332,21 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"Budget: {results.get('budget', {}).get('title', '?')}. Paper: Table 3 (newstest2013 dev).",
         "",
-        "| row | variation | params | val PPL | val BLEU | test BLEU | minutes | paper row | paper PPL "
-        "| paper BLEU | paper's conclusion holds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| row | variation | params | val PPL | val BLEU | test BLEU | minutes | device | paper row "
+        "| paper PPL | paper BLEU | paper's conclusion holds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, row in results["rows"].items():
         paper = by_name[name].paper if name in by_name else None
         if row.get("status") != "done":
-            lines.append(f"| {name} | {row['description']} | failed: {row.get('reason', '?')} |||||||||")
+            lines.append(f"| {name} | {row['description']} | failed: {row.get('reason', '?')} ||||||||||")
             continue
         paper_cells = (f"{paper.setting} | {paper.ppl:.2f} | {paper.bleu:.1f}" if paper
                        else f"{PAPER_BASE.setting} | {PAPER_BASE.ppl:.2f} | {PAPER_BASE.bleu:.1f}")
         lines.append(
             f"| {name} | {row['description']} | {row['params'] / 1e6:.1f}M | {row['val_ppl']:.2f} | "
-            f"{row['val_bleu']:.2f} | {row['test_bleu']:.2f} | {row['minutes']:.0f} | {paper_cells} | "
+            f"{row['val_bleu']:.2f} | {row['test_bleu']:.2f} | {row['minutes']:.0f} | "
+            f"{row.get('device', 'cpu')} | {paper_cells} | "
             f"{judged.get(name, {}).get('holds', '')} |"
         )
     if "base" in judged:
@@ -412,6 +417,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--test-lines", type=int, default=None, help="score only the first N val/test lines")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                         help="a setting every row adds (e.g. model.preset=tiny for a quick check)")
+    parser.add_argument("--device", default="auto",
+                        help="where rows train and are scored: auto (a GPU when there is one), cpu, cuda")
     parser.add_argument("--retry-failed", action="store_true", help="rerun the rows recorded as failed")
     parser.add_argument("--summary", action="store_true", help="print the table and draw the plot only")
     parser.add_argument("--print-commands", action="store_true",
@@ -425,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
         if not sep:
             parser.error(f"--set {item}: expected KEY=VALUE")
         extra[key] = value
+    if args.device != "auto":
+        extra["train.device"] = args.device
     rows = [r for r in ROWS if args.rows is None or r.name in args.rows]
     if args.print_commands:
         print(command_listing(rows, Budget(args.positions, args.batch_tokens), args.config, args.runs, extra))
@@ -434,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
 
         plan = Plan(
             Budget(args.positions, args.batch_tokens), args.config, args.runs, args.results,
-            multi30k_splits(data_root(), args.test_lines, args.runs / "eval_data"), extra,
+            multi30k_splits(data_root(), args.test_lines, args.runs / "eval_data"), extra, args.device,
         )
         run_rows(rows, plan, args.jobs, args.retry_failed)
     results = load_results(args.results)

@@ -57,7 +57,7 @@ def test_rows_run_record_every_figure_and_resume(plan: table3.Plan) -> None:
     assert set(saved["rows"]) == {"base", "A1"}
     for name, row in saved["rows"].items():
         assert row["status"] == "done", row
-        for key in ("val_ppl", "val_bleu", "test_bleu", "params", "train_flops", "minutes", "cpu_model"):
+        for key in ("val_ppl", "val_bleu", "test_bleu", "params", "train_flops", "minutes", "cpu_model", "device"):
             assert key in row, (name, key)
         assert row["train_flops"] == 6 * row["params"] * row["target_tokens"]
         assert math.isfinite(row["val_ppl"]) and row["val_ppl"] > 1
@@ -92,7 +92,7 @@ def test_rows_run_record_every_figure_and_resume(plan: table3.Plan) -> None:
 
 
 def test_a_nan_from_a_real_row_is_recorded_as_failed(plan: table3.Plan, monkeypatch) -> None:
-    monkeypatch.setattr(table3, "evaluate", lambda run, splits: {"val": float("nan"), "test": 1.0})
+    monkeypatch.setattr(table3, "evaluate", lambda run, splits, device: {"val": float("nan"), "test": 1.0})
     figures = table3.run_row(rows("D_ls0")[0], plan)
     assert figures["status"] == "failed"
     assert "val_bleu" in figures["reason"]
