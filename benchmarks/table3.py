@@ -8,7 +8,7 @@ the same number of training tokens, beside the paper's own figures.
     python benchmarks/table3.py --print-commands      # each row's `aiayn train` command (docs/table3.md)
 
 Base: the `small` preset on Multi30k de-en (d_model 256, 8 heads, d_k 32, 3+3 layers, d_ff 1024,
-P_drop 0.2, label smoothing 0.1, sinusoidal positions), seeds 1-3. Like the paper (Table 3, "all
+P_drop 0.2, label smoothing 0.1, sinusoidal positions), seeds 1-8. Like the paper (Table 3, "all
 metrics are on the English-to-German translation development set, newstest2013"), every row sees
 the same training budget, not the same minutes: `train.max_steps` = BUDGET / `train.batch_tokens`
 with the learning-rate schedule sized by steps (`train.schedule_follows_budget: false`, no
@@ -80,7 +80,7 @@ class PaperRow:
 
     @property
     def claim(self) -> str:
-        difference = self.bleu - PAPER_BASE.bleu
+        difference = round(self.bleu - PAPER_BASE.bleu, 1)  # 25.7 - 25.8 is -0.1000...01 in floats
         return "same" if abs(difference) <= 0.1 else ("better" if difference > 0 else "worse")
 
 
@@ -104,6 +104,11 @@ ROWS: tuple[Row, ...] = (
     Row("base", "base", "small preset, seed 1"),
     Row("base_seed2", "base", "small preset, seed 2", seed=2),
     Row("base_seed3", "base", "small preset, seed 3", seed=3),
+    Row("base_seed4", "base", "small preset, seed 4", seed=4),
+    Row("base_seed5", "base", "small preset, seed 5", seed=5),
+    Row("base_seed6", "base", "small preset, seed 6", seed=6),
+    Row("base_seed7", "base", "small preset, seed 7", seed=7),
+    Row("base_seed8", "base", "small preset, seed 8", seed=8),
     Row("A1", "A", "1 head, d_k 256", {"model.num_heads": 1}, PaperRow("h=1, d_k=512", 5.29, 24.9)),
     Row("A4", "A", "4 heads, d_k 64", {"model.num_heads": 4}, PaperRow("h=4, d_k=128", 5.00, 25.5)),
     Row("A16", "A", "16 heads, d_k 16", {"model.num_heads": 16}, PaperRow("h=16, d_k=32", 4.91, 25.8)),
@@ -264,7 +269,9 @@ def load_results(path: Path) -> dict[str, Any]:
 
 
 def save_results(path: Path, results: dict[str, Any]) -> None:
-    """Write atomically: a killed run leaves the previous file, never half of one."""
+    """Write atomically: a killed run leaves the previous file, never half of one. The verdicts
+    (the base seeds' mean and standard deviation, each row's difference) are derived again."""
+    results["verdicts"] = verdicts(results)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps(results, indent=2) + "\n")
@@ -332,20 +339,27 @@ def markdown(results: dict[str, Any]) -> str:
     lines = [
         f"Budget: {results.get('budget', {}).get('title', '?')}. Paper: Table 3 (newstest2013 dev).",
         "",
-        "| row | variation | params | val PPL | val BLEU | test BLEU | minutes | device | paper row "
-        "| paper PPL | paper BLEU | paper's conclusion holds |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| row | variation | params | train FLOPs | val PPL | val BLEU | vs base | test BLEU | minutes "
+        "| device | paper row | paper PPL | paper BLEU | paper's conclusion holds |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for name, row in results["rows"].items():
+    order = {row.name: i for i, row in enumerate(ROWS)}  # the paper's order, whatever finished first
+    for name, row in sorted(results["rows"].items(), key=lambda item: order.get(item[0], len(order))):
         paper = by_name[name].paper if name in by_name else None
         if row.get("status") != "done":
-            lines.append(f"| {name} | {row['description']} | failed: {row.get('reason', '?')} ||||||||||")
+            lines.append(f"| {name} | {row['description']} | failed: {row.get('reason', '?')} ||||||||||||")
             continue
-        paper_cells = (f"{paper.setting} | {paper.ppl:.2f} | {paper.bleu:.1f}" if paper
-                       else f"{PAPER_BASE.setting} | {PAPER_BASE.ppl:.2f} | {PAPER_BASE.bleu:.1f}")
+        difference = f"{judged[name]['difference']:+.2f}" if name in judged and name != "base" else ""
+        if paper:
+            paper_cells = f"{paper.setting} | {paper.ppl:.2f} | {paper.bleu:.1f}"
+        elif name == "base":
+            paper_cells = f"{PAPER_BASE.setting} | {PAPER_BASE.ppl:.2f} | {PAPER_BASE.bleu:.1f}"
+        else:  # the other base seeds
+            paper_cells = " | | "
         lines.append(
-            f"| {name} | {row['description']} | {row['params'] / 1e6:.1f}M | {row['val_ppl']:.2f} | "
-            f"{row['val_bleu']:.2f} | {row['test_bleu']:.2f} | {row['minutes']:.0f} | "
+            f"| {name} | {row['description']} | {row['params'] / 1e6:.1f}M | {row['train_flops']:.2g} | "
+            f"{row['val_ppl']:.2f} | "
+            f"{row['val_bleu']:.2f} | {difference} | {row['test_bleu']:.2f} | {row['minutes']:.0f} | "
             f"{row.get('device', 'cpu')} | {paper_cells} | "
             f"{judged.get(name, {}).get('holds', '')} |"
         )
@@ -367,7 +381,7 @@ def plot(results: dict[str, Any], path: Path) -> None:
     judged = {name: v for name, v in verdicts(results).items() if name != "base"}
     if not judged:
         return
-    names = list(judged)
+    names = [row.name for row in ROWS if row.name in judged]  # the paper's order
     x = range(len(names))
     fig, ax = plt.subplots(figsize=(max(6, len(names) * 0.7), 4))
     ours = [judged[n]["difference"] for n in names]
@@ -447,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
         )
         run_rows(rows, plan, args.jobs, args.retry_failed)
     results = load_results(args.results)
+    if args.summary and results["rows"]:
+        save_results(args.results, results)  # the verdicts, as the rule reads the rows now
     print(markdown(results))
     plot(results, args.plot)
     return 0

@@ -55,9 +55,11 @@ def test_rows_run_record_every_figure_and_resume(plan: table3.Plan) -> None:
     assert saved == results
     assert saved["budget"]["max_steps"] == 6
     assert set(saved["rows"]) == {"base", "A1"}
+    assert saved["verdicts"] == {}  # one base seed: no spread to judge by
     for name, row in saved["rows"].items():
         assert row["status"] == "done", row
-        for key in ("val_ppl", "val_bleu", "test_bleu", "params", "train_flops", "minutes", "cpu_model", "device"):
+        for key in ("val_ppl", "val_bleu", "test_bleu", "params", "train_flops", "minutes", "cpu_model",
+                    "device"):
             assert key in row, (name, key)
         assert row["train_flops"] == 6 * row["params"] * row["target_tokens"]
         assert math.isfinite(row["val_ppl"]) and row["val_ppl"] > 1
@@ -98,7 +100,7 @@ def test_a_nan_from_a_real_row_is_recorded_as_failed(plan: table3.Plan, monkeypa
     assert "val_bleu" in figures["reason"]
 
 
-def test_verdict_rule() -> None:
+def test_verdict_rule(tmp_path) -> None:
     def done(group: str, bleu: float) -> dict:
         return {"group": group, "status": "done", "val_bleu": bleu}
 
@@ -112,9 +114,37 @@ def test_verdict_rule() -> None:
     }}  # fmt: skip
     judged = table3.verdicts(results)
     assert judged["base"]["stdev"] == pytest.approx(0.2)
+    table3.save_results(tmp_path / "table3.json", results)
+    assert json.loads((tmp_path / "table3.json").read_text())["verdicts"] == judged
     assert {name: v["holds"] for name, v in judged.items() if name != "base"} == {
         "A1": "yes", "A16": "yes", "C_dff2048": "no", "E_learned": "no", "D_ls0": "within noise",
     }
+
+
+def test_the_papers_claims_read_to_a_tenth() -> None:
+    """25.7 against the paper's 25.8 is "same" (E: "nearly identical"), not a float's -0.10000001."""
+    assert table3.PaperRow("learned", 4.92, 25.7).claim == "same"
+    assert table3.PaperRow("x", 4.92, 25.9).claim == "same"
+    assert table3.PaperRow("x", 5.0, 25.6).claim == "worse"
+    assert table3.PaperRow("x", 5.0, 26.0).claim == "better"
+    assert {row.name: row.paper.claim for row in table3.ROWS if row.paper}["E_learned"] == "same"
+
+
+def test_the_table_follows_the_papers_order_whatever_finished_first() -> None:
+    def done(group: str, bleu: float) -> dict:
+        return {"group": group, "description": "d", "status": "done", "val_bleu": bleu, "val_ppl": 8.0,
+                "test_bleu": bleu, "params": 7_000_000, "train_flops": 1.4e14, "minutes": 3.0,
+                "device": "cpu"}
+
+    results = {"rows": {"E_learned": done("E", 30.0), "base_seed2": done("base", 30.2),
+                        "base": done("base", 30.0), "A1": done("A", 28.0)}}
+    table = table3.markdown(results).splitlines()
+    rows_shown = [line for line in table if line.startswith("| ") and "---" not in line]
+    names = [line.split(" | ")[0].removeprefix("| ") for line in rows_shown]
+    assert names == ["row", "base", "base_seed2", "A1", "E_learned"]
+    base, seed2 = (next(line for line in rows_shown if line.startswith(f"| {n} |"))
+                   for n in ("base", "base_seed2"))
+    assert "4.92 | 25.8" in base and "25.8" not in seed2  # the paper's base once, beside our seed 1
 
 
 def set_overrides(command: list[str]) -> list[str]:
