@@ -9,6 +9,8 @@
 #   STAGES="grid" benchmarks/tatoeba_grid.sh    # or one stage: grid | seed | fr | summary
 #   nohup benchmarks/tatoeba_grid.sh > tatoeba_grid.log 2>&1 &
 #
+# A run whose result file exists is skipped, so the stages resume after an interruption (delete
+# the result file to run a point again).
 # Stages (each needs the ones before it):
 #   grid     the two nearest model presets x two vocabulary sizes (PRESETS, VOCABS; default small,
 #            base x 8000, 16000: `auto` picks small and 8000 for en-es's 108k pairs on a CPU, so
@@ -56,11 +58,18 @@ train() {  # CORE NAME RESULT CONFIG [--set ...]: one run pinned to CORE, then i
   echo "$(date -u +%H:%M:%S) $name: $(grep -m1 '"bleu"' "$OUT/$result.json")"
 }
 
-side_by_side() {  # "ARGS OF train" "ARGS OF train": two runs, one per core
-  local first second
-  eval "train 0 $1" & first=$!
-  eval "train 1 $2" & second=$!
-  wait "$first"; wait "$second"
+done_already() {  # "ARGS OF train": its result file exists (the stages resume)
+  local words
+  read -r -a words <<< "$1"
+  [[ -f "$OUT/${words[1]}.json" ]]
+}
+
+side_by_side() {  # "ARGS OF train" "ARGS OF train": two runs, one per core; a finished one is skipped
+  local first="" second=""
+  if done_already "$1"; then echo "skipped (done): $1"; else eval "train 0 $1" & first=$!; fi
+  if done_already "$2"; then echo "skipped (done): $2"; else eval "train 1 $2" & second=$!; fi
+  if [[ -n $first ]]; then wait "$first"; fi
+  if [[ -n $second ]]; then wait "$second"; fi
 }
 
 grid_args() {  # PRESET VOCAB SEED
