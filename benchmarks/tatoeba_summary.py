@@ -24,6 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from aiayn.files import atomic_write_text
 from aiayn.training.run import cpu_model
 
 
@@ -60,7 +61,7 @@ def record(run: Path, out: Path, command: str, labels: dict[str, str]) -> dict[s
         "curve": curve(run), "examples": results.get("examples", [])[:5],
         "cpu_model": cpu_model(), "command": command,
     }
-    out.write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+    atomic_write_text(out, json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
     return figures
 
 
@@ -102,7 +103,7 @@ def summary(results_dir: Path) -> dict[str, Any]:
             "passes": None if None in (reference_bleu, spread) else passes(
                 auto["bleu"], reference_bleu, spread),
         }
-    (results_dir / "tatoeba_summary.json").write_text(json.dumps(out, indent=2) + "\n")
+    atomic_write_text(results_dir / "tatoeba_summary.json", json.dumps(out, indent=2) + "\n")
     return out
 
 
