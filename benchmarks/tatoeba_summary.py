@@ -83,7 +83,10 @@ def summary(results_dir: Path) -> dict[str, Any]:
     second = [r for r in seeds.values() if r["settings"]["preset"] == best["settings"]["preset"]
               and r["settings"]["vocab_size"] == best["settings"]["vocab_size"]]
     spread = abs(best["bleu"] - second[0]["bleu"]) if second else None
+    every_run = [*load("tatoeba_en_*.json").values()]
     out: dict[str, Any] = {
+        # the machines the summarised runs were measured on (each result file records its own)
+        "cpu_model": sorted({r["cpu_model"] for r in every_run if r.get("cpu_model")}),
         "grid": {name: {"bleu": r["bleu"], "chrf": r["chrf"], **r["settings"]} for name, r in grid.items()},
         "best": best_name, "best_bleu": best["bleu"],
         "second_seed_bleu": second[0]["bleu"] if second else None, "seed_spread": spread,

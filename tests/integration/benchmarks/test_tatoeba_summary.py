@@ -27,7 +27,7 @@ summary_script = load_script()
 
 
 def point(directory: Path, name: str, bleu: float, preset: str = "small", vocab: int = 8000, seed: int = 1):
-    figures = {"name": name, "bleu": bleu, "chrf": bleu + 20, "auto_settings": {},
+    figures = {"name": name, "bleu": bleu, "chrf": bleu + 20, "auto_settings": {}, "cpu_model": "CPU X",
                "settings": {"preset": preset, "vocab_size": vocab, "seed": seed}}  # fmt: skip
     (directory / f"tatoeba_{name}.json").write_text(json.dumps(figures))
 
@@ -50,6 +50,7 @@ def test_the_summary_judges_auto_on_each_corpus(tmp_path) -> None:
     point(tmp_path, "en_fr_auto", 28.7)
     out = summary_script.summary(tmp_path)
     assert out["best"] == "tatoeba_en_es_grid_small_8000_seed1" and out["best_bleu"] == 34.9
+    assert out["cpu_model"] == ["CPU X"]
     assert out["seed_spread"] == pytest.approx(0.6) and out["margin"] == pytest.approx(1.2)
     points = ("small_8000", "small_16000", "base_8000")
     assert set(out["grid"]) == {f"tatoeba_en_es_grid_{p}_seed1" for p in points}
