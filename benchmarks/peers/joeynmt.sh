@@ -21,10 +21,13 @@
 #   VOCAB merges learned on both sides (as its get_iwslt14_bpe.sh does), a joint vocabulary file of
 #   the VOCAB - 4 most frequent BPE tokens (so the embeddings can be tied), voc_limit the same;
 # - `updates` from a timed probe of its own speed here (PROBE_UPDATES updates, seconds per update
-#   from its log's timestamps after the first 20): 90% of the budget, the rest for validation;
-#   the learning rate warms up over 6% of them (its `warmupinversesquareroot` schedule at the
-#   recipe's 3e-4), where the recipe's plateau schedule would not move in so few validations;
-#   validation every tenth of the updates;
+#   from its log's timestamps after the first 20, then one greedy validation on the 2,000-pair dev
+#   set, timed by its log): the budget less four validations, each taken at three times the
+#   probe's (whose untrained model stops after a word), over the seconds per update, rounded so
+#   that the last of the four validations falls on the last update (JoeyNMT keeps the checkpoint
+#   its validations choose); the learning rate warms up over 6% of the updates (its
+#   `warmupinversesquareroot` schedule at the recipe's 3e-4), where the recipe's plateau schedule
+#   would not move in so few validations;
 # - cased (the recipe lowercases, and the test is cased BLEU), fp32, CPU (use_cuda false).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -32,7 +35,7 @@ MODE=${1:-run}
 MINUTES=${MINUTES:-30}
 VOCAB=${VOCAB:-8000}
 BATCH=${JOEY_BATCH:-4096}
-PROBE_UPDATES=${PROBE_UPDATES:-80}
+PROBE_UPDATES=${PROBE_UPDATES:-80}  # a multiple of 10, its logging_freq
 VENV=${JOEY_VENV:-../peers/joeynmt-venv}
 WORK=${JOEY_WORK:-benchmarks/runs/joeynmt_en_es}
 OUT=${OUT:-benchmarks/results}
@@ -127,21 +130,31 @@ print(f"joint vocabulary: {len(tokens)} BPE tokens + 4 special")
 PYEOF
 
   # The probe: seconds per update of this recipe on one thread, from the log's timestamps.
-  joey_config probe "$PROBE_UPDATES" 10 100000 10 > "$WORK/probe.yaml"
+  joey_config probe "$PROBE_UPDATES" 10 "$PROBE_UPDATES" 10 > "$WORK/probe.yaml"
   joey 1 train "$WORK/probe.yaml" --skip-test > "$WORK/probe.out" 2>&1
-  read -r UPDATES WARMUP VALIDATION PER_UPDATE < <("$PY" - "$WORK/probe/train.log" "$MINUTES" <<'PYEOF'
+  read -r UPDATES WARMUP VALIDATION PER_UPDATE PER_VALIDATION < <("$PY" - "$WORK/probe/train.log" "$MINUTES" <<'PYEOF'
 import re, sys
 from datetime import datetime
+log = open(sys.argv[1]).read()
 steps = [(datetime.strptime(m[1], "%Y-%m-%d %H:%M:%S,%f"), int(m[2])) for m in re.finditer(
-    r"^(\S+ \S+) - INFO - joeynmt.training - Epoch +\d+, Step: +(\d+),", open(sys.argv[1]).read(), re.M)]
+    r"^(\S+ \S+) - INFO - joeynmt.training - Epoch +\d+, Step: +(\d+),", log, re.M)]
 steps = [(t, s) for t, s in steps if s >= 20]
 per_update = (steps[-1][0] - steps[0][0]).total_seconds() / (steps[-1][1] - steps[0][1])
-updates = int(0.9 * 60 * float(sys.argv[2]) / per_update)
-print(updates, max(1, round(0.06 * updates)), max(1, updates // 10), f"{per_update:.3f}")
+# a validation: its greedy generation plus its scoring, as its log times them
+per_validation = (float(re.findall(r"Generation took ([\d.]+)\[sec\]", log)[-1])
+                  + float(re.findall(r"Evaluation result \(greedy\).*, ([\d.]+)\[sec\]", log)[-1]))
+budget = 60 * float(sys.argv[2])
+# The probe's model stops after a word or two; a trained one writes whole sentences, so a later
+# validation is taken to cost three times the probe's. Four validations, the last on the last update.
+validations, cost = 4, 3 * per_validation
+every = int((budget - validations * cost) / per_update / validations) // 10 * 10  # a multiple of logging_freq
+updates = every * validations
+print(updates, max(1, round(0.06 * updates)), every, f"{per_update:.3f}", f"{per_validation:.1f}")
 PYEOF
 )
-  echo "probe: $PER_UPDATE s per update -> updates $UPDATES, warmup $WARMUP, validation every $VALIDATION"
-  joey_config joeynmt "$UPDATES" "$WARMUP" "$VALIDATION" 100 > "$WORK/joeynmt.yaml"
+  echo "probe: $PER_UPDATE s per update, $PER_VALIDATION s per validation -> updates $UPDATES," \
+    "warmup $WARMUP, validation every $VALIDATION"
+  joey_config joeynmt "$UPDATES" "$WARMUP" "$VALIDATION" 10 > "$WORK/joeynmt.yaml"
 }
 
 run() {
@@ -159,12 +172,12 @@ run() {
   joey 1 test "$WORK/joeynmt.yaml" -o "$WORK/joeynmt/hyp" > "$WORK/joeynmt_test.out" 2>&1
   "$PY" benchmarks/tatoeba_summary.py record "$WORK/aiayn" "$OUT/tatoeba_en_es_aiayn_fp32.json" \
     --command "taskset -c 0 $aiayn_command" --label name=aiayn_fp32 > /dev/null
-  "$PY" - "$WORK" "$OUT" "$UPDATES" "$WARMUP" "$PER_UPDATE" <<'PYEOF'
+  "$PY" - "$WORK" "$OUT" "$UPDATES" "$WARMUP" "$PER_UPDATE" "$PER_VALIDATION" "$VALIDATION" <<'PYEOF'
 import json, sys
 from pathlib import Path
 import sacrebleu
 from aiayn.training.run import cpu_model
-work, out, updates, warmup, per_update = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
+work, out, updates, warmup, per_update, per_validation, validation = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
 hyps = (work / "joeynmt" / "hyp.test").read_text(encoding="utf-8").splitlines()
 refs = (work / "data" / "test.es").read_text(encoding="utf-8").splitlines()
 bleu = sacrebleu.corpus_bleu(hyps, [refs])
@@ -172,7 +185,8 @@ chrf = sacrebleu.corpus_chrf(hyps, [refs])
 aiayn = json.loads((out / "tatoeba_en_es_aiayn_fp32.json").read_text())
 figures = {
     "joeynmt": {"bleu": bleu.score, "chrf": chrf.score, "signature": str(bleu.get_signature()),
-                "updates": int(updates), "warmup": int(warmup), "probe_seconds_per_update": float(per_update),
+                "updates": int(updates), "warmup": int(warmup), "validation_every": int(validation),
+                "probe_seconds_per_update": float(per_update), "probe_seconds_per_validation": float(per_validation),
                 "wall_seconds": int((work / "joeynmt.seconds").read_text()), "config": str(work / "joeynmt.yaml")},
     "aiayn": {key: aiayn[key] for key in ("bleu", "chrf", "signature", "settings", "auto_settings", "steps",
                                           "train_minutes", "precision", "command")},
