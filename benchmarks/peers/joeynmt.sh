@@ -38,7 +38,7 @@ MODE=${1:-run}
 MINUTES=${MINUTES:-30}
 VOCAB=${VOCAB:-8000}
 BATCH=${JOEY_BATCH:-4096}
-PROBE_UPDATES=${PROBE_UPDATES:-80}  # a multiple of 10, its logging_freq
+PROBE_UPDATES=${PROBE_UPDATES:-80}  # a multiple of 10, the probe's logging_freq
 VENV=${JOEY_VENV:-../peers/joeynmt-venv}
 WORK=${JOEY_WORK:-benchmarks/runs/joeynmt_en_es}
 OUT=${OUT:-benchmarks/results}
@@ -107,8 +107,20 @@ joey() {  # CORE ARGS...: JoeyNMT on one core, one thread
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 taskset -c "$1" "$VENV/bin/python" -m joeynmt "${@:2}"
 }
 
-prepare_and_probe() {  # sets UPDATES WARMUP VALIDATION PER_UPDATE
+prepare_and_probe() {  # sets UPDATES WARMUP VALIDATION PER_UPDATE PER_VALIDATION
   mkdir -p "$WORK/data" "$OUT"
+  if [[ -f $WORK/probe/train.log && -f $WORK/vocab.txt ]]; then
+    echo "kept: the data, BPE and probe in $WORK (delete $WORK/probe to probe again)"
+  else
+    prepare_data
+    # The probe: seconds per update of this recipe on one thread, from the log's timestamps.
+    joey_config probe "$PROBE_UPDATES" 10 "$PROBE_UPDATES" 10 > "$WORK/probe.yaml"
+    joey 1 train "$WORK/probe.yaml" --skip-test > "$WORK/probe.out" 2>&1
+  fi
+  size_from_probe
+}
+
+prepare_data() {  # the training, dev and test text, the joint BPE and its vocabulary
   for LANG_ in en es; do
     gunzip -c "$DATA/train.$LANG_.gz" | sed -n "1,${TRAIN_LINES:-\$}p" > "$WORK/data/train.$LANG_"
     gunzip -c "$DATA/valid.$LANG_.gz" > "$WORK/data/dev.$LANG_"
@@ -131,10 +143,9 @@ tokens = [token for token, _ in counts.most_common(vocab - 4)]
 open(f"{work}/vocab.txt", "w", encoding="utf-8").write("".join(t + "\n" for t in tokens))
 print(f"joint vocabulary: {len(tokens)} BPE tokens + 4 special")
 PYEOF
+}
 
-  # The probe: seconds per update of this recipe on one thread, from the log's timestamps.
-  joey_config probe "$PROBE_UPDATES" 10 "$PROBE_UPDATES" 10 > "$WORK/probe.yaml"
-  joey 1 train "$WORK/probe.yaml" --skip-test > "$WORK/probe.out" 2>&1
+size_from_probe() {  # UPDATES WARMUP VALIDATION from the probe's log
   read -r UPDATES WARMUP VALIDATION PER_UPDATE PER_VALIDATION < <("$PY" - "$WORK/probe/train.log" "$MINUTES" <<'PYEOF'
 import re, sys
 from datetime import datetime
@@ -150,14 +161,14 @@ budget = 60 * float(sys.argv[2])
 # The probe's model stops after a word or two; a trained one writes whole sentences, so a later
 # validation is taken to cost three times the probe's. Four validations, the last on the last update.
 validations, cost = 4, 3 * per_validation
-every = int((budget - validations * cost) / per_update / validations) // 10 * 10  # a multiple of logging_freq
+every = int((budget - validations * cost) / per_update / validations)
 updates = every * validations
 print(updates, max(1, round(0.06 * updates)), every, f"{per_update:.3f}", f"{per_validation:.1f}")
 PYEOF
 )
   echo "probe: $PER_UPDATE s per update, $PER_VALIDATION s per validation -> updates $UPDATES," \
     "warmup $WARMUP, validation every $VALIDATION"
-  joey_config joeynmt "$UPDATES" "$WARMUP" "$VALIDATION" 10 > "$WORK/joeynmt.yaml"
+  joey_config joeynmt "$UPDATES" "$WARMUP" "$VALIDATION" 1 > "$WORK/joeynmt.yaml"
 }
 
 run() {
