@@ -6,6 +6,8 @@
 #   benchmarks/peers/joeynmt.sh setup    # JoeyNMT's own virtual environment (pip only)
 #   benchmarks/peers/joeynmt.sh probe    # data, BPE, the timed probe only: the updates it would run
 #   benchmarks/peers/joeynmt.sh run      # data, BPE, a timed probe, both trainings, the scores
+#   benchmarks/peers/joeynmt.sh test CORE  # one more test-decoding worker (run starts two)
+#   benchmarks/peers/joeynmt.sh score    # the scores, once every test chunk is decoded
 # (TRAIN_LINES=N: the first N training pairs only, for a quick check of the setup.)
 #
 # setup: a venv at JOEY_VENV (default ../peers/joeynmt-venv, outside the repository); torch comes
@@ -37,6 +39,7 @@ cd "$(dirname "$0")/../.."
 MODE=${1:-run}
 MINUTES=${MINUTES:-30}
 VOCAB=${VOCAB:-8000}
+CHUNKS=${CHUNKS:-20}  # test decoding in chunks, claimed by workers one core each
 BATCH=${JOEY_BATCH:-4096}
 PROBE_UPDATES=${PROBE_UPDATES:-80}  # a multiple of 10, the probe's logging_freq
 VENV=${JOEY_VENV:-../peers/joeynmt-venv}
@@ -183,17 +186,62 @@ run() {
   # shellcheck disable=SC2086
   taskset -c 0 $aiayn_command --overwrite > "$WORK/aiayn.out" 2>&1 & aiayn_pid=$!
   wait "$joey_pid"; wait "$aiayn_pid"
-  joey 1 test "$WORK/joeynmt.yaml" -o "$WORK/joeynmt/hyp" > "$WORK/joeynmt_test.out" 2>&1
+  echo "$aiayn_command" > "$WORK/aiayn.command"
+  test_worker 0 & local first=$!
+  test_worker 1 & local second=$!
+  wait "$first"; wait "$second"
+  score
+}
+
+split_test() {  # the test set in CHUNKS files of whole lines, once
+  [[ -f $WORK/chunks/split.done ]] && return
+  mkdir -p "$WORK/chunks"
+  local lines
+  lines=$(wc -l < "$WORK/data/test.en")
+  for LANG_ in en es; do
+    split -d -a 2 -l $(( (lines + CHUNKS - 1) / CHUNKS )) "$WORK/data/test.$LANG_" "$WORK/chunks/part"
+    for f in "$WORK"/chunks/part[0-9][0-9]; do mv "$f" "${f/part/test}.$LANG_"; done
+  done
+  touch "$WORK/chunks/split.done"
+}
+
+test_worker() {  # CORE: decode the test chunks no other worker has claimed (a worker may join late)
+  split_test
+  local chunk name
+  for chunk in "$WORK"/chunks/test[0-9][0-9].en; do
+    name=$(basename "$chunk" .en)
+    mkdir "$WORK/chunks/$name.claimed" 2> /dev/null || continue  # mkdir is the atomic claim
+    # the trained model on this chunk only (no dev set, so `test` decodes the chunk alone)
+    "$PY" - "$WORK/joeynmt.yaml" "$WORK/chunks/$name" > "$WORK/chunks/$name.yaml" <<'PYEOF'
+import sys
+import yaml
+config = yaml.safe_load(open(sys.argv[1]))
+config["data"].pop("dev")
+config["data"]["test"] = sys.argv[2]
+print(yaml.safe_dump(config, sort_keys=False))
+PYEOF
+    joey "$1" test "$WORK/chunks/$name.yaml" -o "$WORK/chunks/$name.hyp" > "$WORK/chunks/$name.out" 2>&1
+    echo "$(date -u +%H:%M:%S) core $1: $name decoded"
+  done
+}
+
+score() {  # both systems' test BLEU and chrF, once every chunk is decoded
+  local aiayn_command
+  aiayn_command=$(cat "$WORK/aiayn.command")
+  cat "$WORK"/chunks/test[0-9][0-9].hyp.test > "$WORK/joeynmt.hyp"
   "$PY" benchmarks/tatoeba_summary.py record "$WORK/aiayn" "$OUT/tatoeba_en_es_aiayn_fp32.json" \
     --command "taskset -c 0 $aiayn_command" --label name=aiayn_fp32 > /dev/null
+  size_from_probe > /dev/null
   "$PY" - "$WORK" "$OUT" "$UPDATES" "$WARMUP" "$PER_UPDATE" "$PER_VALIDATION" "$VALIDATION" <<'PYEOF'
 import json, sys
 from pathlib import Path
 import sacrebleu
 from aiayn.training.run import cpu_model
 work, out, updates, warmup, per_update, per_validation, validation = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
-hyps = (work / "joeynmt" / "hyp.test").read_text(encoding="utf-8").splitlines()
+hyps = (work / "joeynmt.hyp").read_text(encoding="utf-8").splitlines()
 refs = (work / "data" / "test.es").read_text(encoding="utf-8").splitlines()
+if len(hyps) != len(refs):
+    sys.exit(f"{work / 'joeynmt.hyp'}: {len(hyps)} lines for {len(refs)} references")
 bleu = sacrebleu.corpus_bleu(hyps, [refs])
 chrf = sacrebleu.corpus_chrf(hyps, [refs])
 aiayn = json.loads((out / "tatoeba_en_es_aiayn_fp32.json").read_text())
@@ -216,5 +264,7 @@ case $MODE in
   setup) setup ;;
   probe) prepare_and_probe ;;
   run) run ;;
-  *) echo "usage: benchmarks/peers/joeynmt.sh setup|probe|run" >&2; exit 2 ;;
+  test) test_worker "${2:?test CORE}" ;;
+  score) score ;;
+  *) echo "usage: benchmarks/peers/joeynmt.sh setup|probe|run|test CORE|score" >&2; exit 2 ;;
 esac
