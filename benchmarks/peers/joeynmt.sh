@@ -193,16 +193,17 @@ run() {
   score
 }
 
-split_test() {  # the test set in CHUNKS files of whole lines, once
+split_test() {  # the test set in CHUNKS files of whole lines, once (two workers may race here)
   [[ -f $WORK/chunks/split.done ]] && return
-  mkdir -p "$WORK/chunks"
-  local lines
+  local tmp="$WORK/chunks.$BASHPID" lines
+  mkdir -p "$tmp"
   lines=$(wc -l < "$WORK/data/test.en")
   for LANG_ in en es; do
-    split -d -a 2 -l $(( (lines + CHUNKS - 1) / CHUNKS )) "$WORK/data/test.$LANG_" "$WORK/chunks/part"
-    for f in "$WORK"/chunks/part[0-9][0-9]; do mv "$f" "${f/part/test}.$LANG_"; done
+    split -d -a 2 -l $(( (lines + CHUNKS - 1) / CHUNKS )) "$WORK/data/test.$LANG_" "$tmp/part"
+    for f in "$tmp"/part[0-9][0-9]; do mv "$f" "${f/part/test}.$LANG_"; done
   done
-  touch "$WORK/chunks/split.done"
+  touch "$tmp/split.done"
+  mv -T "$tmp" "$WORK/chunks" 2> /dev/null || rm -r "$tmp"  # the first to finish wins
 }
 
 test_worker() {  # CORE: decode the test chunks no other worker has claimed (a worker may join late)
