@@ -211,7 +211,17 @@ test_worker() {  # CORE: decode the test chunks no other worker has claimed (a w
   local chunk name
   for chunk in "$WORK"/chunks/test[0-9][0-9].en; do
     name=$(basename "$chunk" .en)
-    mkdir "$WORK/chunks/$name.claimed" 2> /dev/null || continue  # mkdir is the atomic claim
+    [[ -f $WORK/chunks/$name.hyp.test ]] && continue
+    if ! mkdir "$WORK/chunks/$name.claimed" 2> /dev/null; then  # mkdir is the atomic claim
+      # a claim whose worker is gone (an interrupted call) is taken over
+      local owner
+      owner=$(cat "$WORK/chunks/$name.claimed/pid" 2> /dev/null || echo "")
+      if [[ -n $owner ]] && kill -0 "$owner" 2> /dev/null; then continue; fi
+      if [[ -z $owner && -z $(find "$WORK/chunks/$name.claimed" -maxdepth 0 -mmin +1) ]]; then continue; fi
+      rm -r "$WORK/chunks/$name.claimed"
+      mkdir "$WORK/chunks/$name.claimed" 2> /dev/null || continue
+    fi
+    echo "$BASHPID" > "$WORK/chunks/$name.claimed/pid"
     # the trained model on this chunk only (no dev set, so `test` decodes the chunk alone)
     "$PY" - "$WORK/joeynmt.yaml" "$WORK/chunks/$name" > "$WORK/chunks/$name.yaml" <<'PYEOF'
 import sys
