@@ -244,29 +244,34 @@ score() {  # both systems' test BLEU and chrF, once every chunk is decoded
     --command "taskset -c 0 $aiayn_command" --label name=aiayn_fp32 > /dev/null
   size_from_probe > /dev/null
   "$PY" - "$WORK" "$OUT" "$UPDATES" "$WARMUP" "$PER_UPDATE" "$PER_VALIDATION" "$VALIDATION" <<'PYEOF'
-import json, sys
+import json, re, statistics, sys
 from pathlib import Path
-import sacrebleu
+from sacrebleu.metrics import BLEU, CHRF
 from aiayn.training.run import cpu_model
+from aiayn.files import atomic_write_text
 work, out, updates, warmup, per_update, per_validation, validation = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
 hyps = (work / "joeynmt.hyp").read_text(encoding="utf-8").splitlines()
 refs = (work / "data" / "test.es").read_text(encoding="utf-8").splitlines()
 if len(hyps) != len(refs):
     sys.exit(f"{work / 'joeynmt.hyp'}: {len(hyps)} lines for {len(refs)} references")
-bleu = sacrebleu.corpus_bleu(hyps, [refs])
-chrf = sacrebleu.corpus_chrf(hyps, [refs])
+bleu_metric, chrf_metric = BLEU(), CHRF()  # sacreBLEU's defaults: cased, 13a
+bleu = bleu_metric.corpus_score(hyps, [refs])
+chrf = chrf_metric.corpus_score(hyps, [refs])
 aiayn = json.loads((out / "tatoeba_en_es_aiayn_fp32.json").read_text())
 figures = {
-    "joeynmt": {"bleu": bleu.score, "chrf": chrf.score, "signature": str(bleu.get_signature()),
+    "joeynmt": {"bleu": bleu.score, "chrf": chrf.score, "signature": str(bleu_metric.get_signature()),
                 "updates": int(updates), "warmup": int(warmup), "validation_every": int(validation),
                 "probe_seconds_per_update": float(per_update), "probe_seconds_per_validation": float(per_validation),
-                "wall_seconds": int((work / "joeynmt.seconds").read_text()), "config": str(work / "joeynmt.yaml")},
+                "wall_seconds": int((work / "joeynmt.seconds").read_text()), "config": str(work / "joeynmt.yaml"),
+                "target_tokens_per_second": statistics.mean(float(rate) for rate in re.findall(
+                    r"Tokens per Sec: +(\d+)", (work / "joeynmt" / "train.log").read_text())),
+                "test_chunks": len(list((work / "chunks").glob("test[0-9][0-9].hyp.test")))},
     "aiayn": {key: aiayn[key] for key in ("bleu", "chrf", "signature", "settings", "auto_settings", "steps",
                                           "train_minutes", "precision", "command")},
     "bleu_ratio_aiayn_to_joeynmt": aiayn["bleu"] / max(bleu.score, 1e-9),
     "cpu_model": cpu_model(), "test": "Tatoeba-Challenge test_v2020 en-es (10,000 sentences)",
 }
-(out / "tatoeba_en_es_joeynmt.json").write_text(json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
+atomic_write_text(out / "tatoeba_en_es_joeynmt.json", json.dumps(figures, indent=2, ensure_ascii=False) + "\n")
 print(json.dumps(figures, indent=2, ensure_ascii=False))
 PYEOF
 }
