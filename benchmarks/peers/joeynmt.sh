@@ -27,9 +27,11 @@
 #   set, timed by its log): the budget less four validations, each taken at three times the
 #   probe's (whose untrained model stops after a word), over the seconds per update, rounded so
 #   that the last of the four validations falls on the last update (JoeyNMT keeps the checkpoint
-#   its validations choose); the learning rate warms up over 6% of the updates (its
-#   `warmupinversesquareroot` schedule at the recipe's 3e-4), where the recipe's plateau schedule
-#   would not move in so few validations;
+#   its validations choose); the learning rate warms up over 6% of the updates to the recipe's
+#   3e-4, then decays as the inverse square root (its `warmupinversesquareroot`): JoeyNMT 2.3's
+#   schedules with a warmup all decay after it (and its `warmupexponentialdecay` cannot be built
+#   in 2.3.0, whose builder omits the optimizer), where the recipe's plateau schedule, without a
+#   warmup, would hold 3e-4 through so few validations;
 # - outputs up to 1.5 x the batch's longest source (JoeyNMT's default, max_output_length -1), where
 #   the recipe allows 100 tokens: a model this short of training repeats itself up to the limit,
 #   and at 100 tokens one validation on one thread outlasted eight minutes;
