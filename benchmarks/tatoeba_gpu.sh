@@ -22,7 +22,8 @@ stage=${1:?usage: tatoeba_gpu.sh auto|precision [MINUTES]}
 minutes=${2:-4}
 case $stage in
 auto)
-  gpu=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower())")
+  gpu=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower() \
+if torch.cuda.is_available() else 'cpu')")  # "NVIDIA H100 80GB HBM3" -> h100
   command="$PY -m aiayn train configs/tatoeba_en_es.yaml --out $WORK/en_es_auto --overwrite \
 --set train.max_minutes=$minutes --set train.progress_bar=false"
   $command > "$WORK/en_es_auto.log" 2>&1
