@@ -83,7 +83,9 @@ def summary(results_dir: Path) -> dict[str, Any]:
     second = [r for r in seeds.values() if r["settings"]["preset"] == best["settings"]["preset"]
               and r["settings"]["vocab_size"] == best["settings"]["vocab_size"]]
     spread = abs(best["bleu"] - second[0]["bleu"]) if second else None
-    every_run = [*load("tatoeba_en_*.json").values()]
+    every_run = [*grid.values(), *seeds.values()] + [
+        json.loads(path.read_text()) for name in ("en_es_auto", "en_fr_auto", "en_fr_best_grid_point")
+        if (path := results_dir / f"tatoeba_{name}.json").is_file()]
     out: dict[str, Any] = {
         # the machines the summarised runs were measured on (each result file records its own)
         "cpu_model": sorted({r["cpu_model"] for r in every_run if r.get("cpu_model")}),
