@@ -83,9 +83,11 @@ def summary(results_dir: Path) -> dict[str, Any]:
     second = [r for r in seeds.values() if r["settings"]["preset"] == best["settings"]["preset"]
               and r["settings"]["vocab_size"] == best["settings"]["vocab_size"]]
     spread = abs(best["bleu"] - second[0]["bleu"]) if second else None
-    every_run = [*grid.values(), *seeds.values()] + [
-        json.loads(path.read_text()) for name in ("en_es_auto", "en_fr_auto", "en_fr_best_grid_point")
-        if (path := results_dir / f"tatoeba_{name}.json").is_file()]
+    # the other runs the summary judges by; a result file beside them (another machine's) is not one
+    others = {name: json.loads(path.read_text())
+              for name in ("en_es_auto", "en_fr_auto", "en_fr_best_grid_point")
+              if (path := results_dir / f"tatoeba_{name}.json").is_file()}
+    every_run = [*grid.values(), *seeds.values(), *others.values()]
     out: dict[str, Any] = {
         # the machines the summarised runs were measured on (each result file records its own)
         "cpu_model": sorted({r["cpu_model"] for r in every_run if r.get("cpu_model")}),
@@ -95,13 +97,11 @@ def summary(results_dir: Path) -> dict[str, Any]:
         "margin": max(0.5, 2 * spread) if spread is not None else None,
     }
     for pair in ("es", "fr"):
-        path = results_dir / f"tatoeba_en_{pair}_auto.json"
-        reference = results_dir / f"tatoeba_en_{pair}_best_grid_point.json"
-        if not path.is_file():
+        auto = others.get(f"en_{pair}_auto")
+        if auto is None:
             continue
-        auto = json.loads(path.read_text())
-        reference_bleu = best["bleu"] if pair == "es" else (
-            json.loads(reference.read_text())["bleu"] if reference.is_file() else None)
+        reference = best if pair == "es" else others.get(f"en_{pair}_best_grid_point")
+        reference_bleu = reference["bleu"] if reference is not None else None
         out[f"auto_en_{pair}"] = {
             "bleu": auto["bleu"], "chrf": auto["chrf"], "auto_settings": auto["auto_settings"],
             "reference_bleu": reference_bleu,

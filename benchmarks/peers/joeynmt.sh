@@ -123,6 +123,7 @@ prepare_and_probe() {  # sets UPDATES WARMUP VALIDATION PER_UPDATE PER_VALIDATIO
     joey 1 train "$WORK/probe.yaml" --skip-test > "$WORK/probe.out" 2>&1
   fi
   size_from_probe
+  joey_config joeynmt "$UPDATES" "$WARMUP" "$VALIDATION" 1 > "$WORK/joeynmt.yaml"
 }
 
 prepare_data() {  # the training, dev and test text, the joint BPE and its vocabulary
@@ -150,7 +151,7 @@ print(f"joint vocabulary: {len(tokens)} BPE tokens + 4 special")
 PYEOF
 }
 
-size_from_probe() {  # UPDATES WARMUP VALIDATION from the probe's log
+size_from_probe() {  # UPDATES WARMUP VALIDATION PER_UPDATE PER_VALIDATION from the probe's log
   read -r UPDATES WARMUP VALIDATION PER_UPDATE PER_VALIDATION < <("$PY" - "$WORK/probe/train.log" "$MINUTES" <<'PYEOF'
 import re, sys
 from datetime import datetime
@@ -173,7 +174,6 @@ PYEOF
 )
   echo "probe: $PER_UPDATE s per update, $PER_VALIDATION s per validation -> updates $UPDATES," \
     "warmup $WARMUP, validation every $VALIDATION"
-  joey_config joeynmt "$UPDATES" "$WARMUP" "$VALIDATION" 1 > "$WORK/joeynmt.yaml"
 }
 
 run() {
