@@ -131,6 +131,14 @@ def init_distributed(device: str = "auto", backend: str = "auto") -> DistContext
             )
         torch.cuda.set_device(local_rank)
     if not dist.is_initialized():
+        # `torch.distributed.nn`'s functions default to `group=group.WORLD`, a value taken when
+        # the module is first imported (DDP imports it). Imported after the group exists, they
+        # would hold the group for the rest of the process: `destroy_process_group` could not
+        # free it, and its communication threads would still run while the interpreter exits.
+        # Imported first, their default is None (the default group, looked up at each call), and
+        # `shutdown` stops those threads.
+        import torch.distributed.nn as _distributed_nn  # noqa: F401
+
         dist.init_process_group(backend=name, rank=rank, world_size=world_size, timeout=TIMEOUT)
     context = DistContext(rank, world_size, local_rank, name)
     if context.is_main:

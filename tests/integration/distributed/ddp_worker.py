@@ -2,12 +2,15 @@
 
 Each rank trains through the real `Trainer` (DDP over gloo) on its own shard of the batches;
 a second, single-process `Trainer` with the same initial weights trains on the union of both
-ranks' micro-batches. Each rank writes the largest differences it sees to OUT/rank_R.json.
+ranks' micro-batches. Each rank writes the largest differences it sees to OUT/rank_R.json,
+and the names of its threads inside the session and after it to OUT/threads_rank_R.json (the
+process group's communication threads must be gone once the session has ended).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -51,7 +54,13 @@ def max_difference(a: list[torch.Tensor], b: list[torch.Tensor]) -> float:
     return max(float((x - y).abs().max()) for x, y in zip(a, b, strict=True))
 
 
-def main(out: Path) -> None:
+def thread_names() -> list[str]:
+    """The names of this process's threads, C++ ones included (Linux: /proc)."""
+    tasks = Path(f"/proc/{os.getpid()}/task")
+    return sorted((task / "comm").read_text().strip() for task in tasks.iterdir())
+
+
+def main(out: Path) -> list[str]:
     config = config_from_dict(CONFIG)
     torch.set_num_threads(1)
     with distributed_session("cpu", "auto") as dist:
@@ -118,7 +127,10 @@ def main(out: Path) -> None:
             "steps": trainer.state.step,
         }
         (out / f"rank_{dist.rank}.json").write_text(json.dumps(report))
+        return thread_names()
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    threads_in_session = main(Path(sys.argv[1]))
+    threads = {"in_session": threads_in_session, "after": thread_names()}
+    (Path(sys.argv[1]) / f"threads_rank_{os.environ['RANK']}.json").write_text(json.dumps(threads))

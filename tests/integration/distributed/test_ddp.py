@@ -39,7 +39,8 @@ def free_port() -> int:
 
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in TORCHRUN_VARIABLES}
-    return env | {"OMP_NUM_THREADS": "1"} | extra
+    # PYTHONFAULTHANDLER: a worker killed by a signal prints where it was.
+    return env | {"OMP_NUM_THREADS": "1", "PYTHONFAULTHANDLER": "1"} | extra
 
 
 def torchrun(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -146,6 +147,13 @@ def test_gradients_and_sgd_steps_equal_single_process_on_union_batch(tmp_path):
         assert max(report["param_diff"]) < 1e-5
         assert max(report["loss_diff"]) < 1e-5
         assert report["steps"] == 5
+    # The session's end stops gloo's threads (and rank 0's store server): none of them may
+    # outlive the group and run while the interpreter exits.
+    for rank in range(2):
+        threads = json.loads((tmp_path / f"threads_rank_{rank}.json").read_text())
+        group_threads = [name for name in threads["in_session"] if "gloo" in name or "tcpstore" in name]
+        assert group_threads, threads  # the check can see them while the group exists
+        assert [name for name in threads["after"] if name in group_threads] == [], threads
 
 
 def test_time_following_schedule_uses_rank_0_clock_on_every_rank(tmp_path):
