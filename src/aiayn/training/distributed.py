@@ -35,6 +35,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import pickle
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -194,12 +196,36 @@ def _collective_device(context: DistContext, device: torch.device) -> torch.devi
     return device if context.backend == "nccl" else torch.device("cpu")
 
 
+def _object_device(context: DistContext) -> torch.device:
+    if context.backend == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def _settle(context: DistContext, *tensors: torch.Tensor) -> None:
+    """Return once gloo's worker threads have let go of `tensors` (each held by Python alone).
+
+    A gloo worker thread drops its reference to a finished collective a moment after the caller
+    has been told it finished. Were the caller's tensor gone by then, the thread would free the
+    tensor's Python object and so need the GIL: while the main thread, holding the GIL, destroys
+    the process group (which joins that thread), they wait on each other for ever; while the
+    interpreter exits, the thread is stopped inside a C++ destructor, which aborts the process.
+    Every collective here passes tensors that only this module sees, and settles them, so no
+    worker thread ever needs the GIL. (NCCL's threads do not free tensors this way.)
+    """
+    if context.backend != "gloo":
+        return
+    while any(tensor._use_count() > 1 for tensor in tensors):
+        time.sleep(0)  # lets the worker thread run; it needs no GIL, only the CPU
+
+
 def all_reduce_sum(values: list[float], context: DistContext, device: torch.device) -> list[float]:
     """Element-wise sums of `values` over all ranks (as float64); `values` alone without a group."""
     if not context.enabled:
         return list(values)
     tensor = torch.tensor(values, dtype=torch.float64, device=_collective_device(context, device))
     dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+    _settle(context, tensor)
     return tensor.tolist()
 
 
@@ -209,25 +235,58 @@ def all_reduce_max(values: list[int], context: DistContext, device: torch.device
         return list(values)
     tensor = torch.tensor(values, dtype=torch.int64, device=_collective_device(context, device))
     dist.all_reduce(tensor, op=dist.ReduceOp.MAX)
+    _settle(context, tensor)
     return [int(v) for v in tensor.tolist()]
 
 
+def _pickled(value: Any, device: torch.device) -> torch.Tensor:
+    """`value` pickled into a uint8 tensor of shape (N,)."""
+    return torch.frombuffer(bytearray(pickle.dumps(value)), dtype=torch.uint8).to(device)
+
+
+def _unpickled(data: torch.Tensor) -> Any:
+    return pickle.loads(data.cpu().numpy().tobytes())
+
+
 def broadcast_object(value: Any, context: DistContext, src: int = 0) -> Any:
-    """Rank `src`'s `value` on every rank (pickled); `value` itself without a group."""
+    """Rank `src`'s `value` on every rank (pickled); `value` itself without a group.
+
+    What `dist.broadcast_object_list` does, through tensors this module settles (`_settle`).
+    """
     if not context.enabled:
         return value
-    box = [value]
-    dist.broadcast_object_list(box, src=src)
-    return box[0]
+    device = _object_device(context)
+    data = _pickled(value, device) if context.rank == src else None
+    size = torch.tensor([0 if data is None else data.numel()], dtype=torch.int64, device=device)
+    dist.broadcast(size, src=src)
+    _settle(context, size)
+    if data is None:
+        data = torch.empty(int(size.item()), dtype=torch.uint8, device=device)
+    dist.broadcast(data, src=src)
+    _settle(context, data)
+    return value if context.rank == src else _unpickled(data)
 
 
 def all_gather_object(value: Any, context: DistContext) -> list[Any]:
-    """Every rank's `value`, in rank order; `[value]` without a group."""
+    """Every rank's `value`, in rank order; `[value]` without a group.
+
+    What `dist.all_gather_object` does, through tensors this module settles (`_settle`).
+    """
     if not context.enabled:
         return [value]
-    gathered: list[Any] = [None] * context.world_size
-    dist.all_gather_object(gathered, value)
-    return gathered
+    device = _object_device(context)
+    data = _pickled(value, device)
+    size = torch.tensor([data.numel()], dtype=torch.int64, device=device)
+    sizes = [torch.empty_like(size) for _ in range(context.world_size)]
+    dist.all_gather(sizes, size)
+    _settle(context, size, *sizes)
+    longest = max(int(s.item()) for s in sizes)
+    padded = torch.zeros(longest, dtype=torch.uint8, device=device)
+    padded[: data.numel()] = data
+    gathered = [torch.empty_like(padded) for _ in range(context.world_size)]
+    dist.all_gather(gathered, padded)
+    _settle(context, padded, *gathered)
+    return [_unpickled(g[: int(s.item())]) for g, s in zip(gathered, sizes, strict=True)]
 
 
 def barrier(context: DistContext) -> None:

@@ -3,7 +3,8 @@ clock on every rank.
 
 Each rank's trainer gets a fake clock that disagrees with the other rank's (rank 0 says 30 s of
 the 60 s budget have passed, rank 1 says 5 s); the shared reading must be rank 0's time on every
-rank, and so the same learning rate. Each rank writes what it holds to OUT/clock_rank_R.json.
+rank, and so the same learning rate. It also gathers and broadcasts an object of each rank's.
+Each rank writes what it holds to OUT/clock_rank_R.json.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import torch
 
 from aiayn.model import Transformer
 from aiayn.tasks import config_from_dict
-from aiayn.training.distributed import distributed_session
+from aiayn.training.distributed import all_gather_object, broadcast_object, distributed_session
 from aiayn.training.loss import translation_loss
 from aiayn.training.trainer import Trainer
 from aiayn.translation.data import prepare_data
@@ -51,6 +52,10 @@ def main(out: Path) -> None:
             "stop": reason,
             "elapsed_s": elapsed,
             "lr": trainer.learning_rate(100, elapsed),
+            "gathered": all_gather_object({"rank": dist.rank, "text": "x" * 3 * dist.rank}, dist),
+            "broadcast": broadcast_object(
+                {"from": dist.rank, "items": list(range(5 * dist.rank))}, dist, src=1
+            ),
         }
         (out / f"clock_rank_{dist.rank}.json").write_text(json.dumps(report))
 

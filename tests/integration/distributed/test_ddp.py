@@ -8,6 +8,8 @@ import os
 import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from aiayn.tasks import config_from_dict
 from aiayn.training.checkpoint import list_checkpoints, load_training_state
 from aiayn.training.distributed import (
     DistContext,
+    _settle,
     convert_position,
     init_distributed,
     rank_device,
@@ -100,6 +103,23 @@ def test_data_position_converts_between_world_sizes():
     assert convert_position(3, 4, 1) == 12
 
 
+def test_settle_waits_until_python_alone_holds_the_tensors():
+    """`_settle` returns only once nothing but Python holds the tensors (as after a gloo
+    worker thread lets go of a finished collective's), and does not wait for other backends."""
+    tensor = torch.ones(2, requires_grad=True)
+    holder = {"graph": (tensor * tensor).sum()}  # autograd saves `tensor`: a second holder
+    assert tensor._use_count() > 1
+    release = threading.Timer(0.3, holder.clear)
+    start = time.perf_counter()
+    release.start()
+    _settle(DistContext(rank=0, world_size=2, backend="nccl"), tensor)
+    assert time.perf_counter() - start < 0.2  # NCCL: no wait
+    _settle(DistContext(rank=0, world_size=2, backend="gloo"), tensor)
+    assert time.perf_counter() - start >= 0.3
+    assert tensor._use_count() == 1
+    release.join()
+
+
 # ------------------------------------------------------------------ two processes
 def run_two_ranks(worker: Path, out: Path) -> None:
     """`worker OUT` as ranks 0 and 1 of a process group (started the way torchrun starts them)."""
@@ -165,6 +185,10 @@ def test_time_following_schedule_uses_rank_0_clock_on_every_rank(tmp_path):
     assert [r["elapsed_s"] for r in reports] == [30.0, 30.0]
     assert reports[0]["lr"] == reports[1]["lr"]
     assert reports[0]["stop"] is None and reports[1]["stop"] is None
+    # The object collectives (values of different lengths, so padding is exercised).
+    for report in reports:
+        assert report["gathered"] == [{"rank": 0, "text": ""}, {"rank": 1, "text": "xxx"}]
+        assert report["broadcast"] == {"from": 1, "items": [0, 1, 2, 3, 4]}
 
 TINY = {
     "data": {
