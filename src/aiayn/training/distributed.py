@@ -54,6 +54,7 @@ log = logging.getLogger(__name__)
 
 BACKENDS = ("auto", "gloo", "nccl")
 TIMEOUT = timedelta(minutes=30)  # how long ranks wait for each other (e.g. while rank 0 validates)
+SETTLE_SECONDS = 10  # the longest `_settle` waits for gloo's worker threads
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,11 @@ def _settle(context: DistContext, *tensors: torch.Tensor) -> None:
     """
     if context.backend != "gloo":
         return
+    deadline = time.monotonic() + SETTLE_SECONDS
     while any(tensor._use_count() > 1 for tensor in tensors):
+        if time.monotonic() > deadline:  # never hang here, whatever a future torch holds on to
+            log.warning("a gloo collective's tensor is still held after %g s; going on", SETTLE_SECONDS)
+            return
         time.sleep(0)  # lets the worker thread run; it needs no GIL, only the CPU
 
 

@@ -4,6 +4,7 @@ the union batch; `torchrun ... -m aiayn train` writes checkpoints once and resum
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -18,6 +19,7 @@ import yaml
 
 from aiayn.errors import ConfigError
 from aiayn.tasks import config_from_dict
+from aiayn.training import distributed
 from aiayn.training.checkpoint import list_checkpoints, load_training_state
 from aiayn.training.distributed import (
     DistContext,
@@ -118,6 +120,18 @@ def test_settle_waits_until_python_alone_holds_the_tensors():
     assert time.perf_counter() - start >= 0.3
     assert tensor._use_count() == 1
     release.join()
+
+
+def test_settle_gives_up_with_a_warning_after_its_deadline(monkeypatch, caplog):
+    monkeypatch.setattr(distributed, "SETTLE_SECONDS", 0.2)
+    tensor = torch.ones(2, requires_grad=True)
+    graph = (tensor * tensor).sum()  # holds `tensor` throughout
+    start = time.perf_counter()
+    with caplog.at_level(logging.WARNING, logger="aiayn"):
+        _settle(DistContext(rank=0, world_size=2, backend="gloo"), tensor)
+    assert 0.2 <= time.perf_counter() - start < 5
+    assert "still held" in caplog.text
+    del graph  # held until here
 
 
 # ------------------------------------------------------------------ two processes
