@@ -110,15 +110,12 @@ def test_settle_waits_until_python_alone_holds_the_tensors():
     worker thread lets go of a finished collective's), and does not wait for other backends."""
     tensor = torch.ones(2, requires_grad=True)
     holder = {"graph": (tensor * tensor).sum()}  # autograd saves `tensor`: a second holder
-    assert tensor._use_count() > 1
-    release = threading.Timer(0.3, holder.clear)
-    start = time.perf_counter()
-    release.start()
     _settle(DistContext(rank=0, world_size=2, backend="nccl"), tensor)
-    assert time.perf_counter() - start < 0.2  # NCCL: no wait
+    assert holder and tensor._use_count() > 1  # NCCL: back at once, the holder untouched
+    release = threading.Timer(0.3, holder.clear)
+    release.start()
     _settle(DistContext(rank=0, world_size=2, backend="gloo"), tensor)
-    assert time.perf_counter() - start >= 0.3
-    assert tensor._use_count() == 1
+    assert not holder and tensor._use_count() == 1  # gloo: back only after the release
     release.join()
 
 
@@ -126,12 +123,13 @@ def test_settle_gives_up_with_a_warning_after_its_deadline(monkeypatch, caplog):
     monkeypatch.setattr(distributed, "SETTLE_SECONDS", 0.2)
     tensor = torch.ones(2, requires_grad=True)
     graph = (tensor * tensor).sum()  # holds `tensor` throughout
-    start = time.perf_counter()
+    start = time.monotonic()
     with caplog.at_level(logging.WARNING, logger="aiayn"):
         _settle(DistContext(rank=0, world_size=2, backend="gloo"), tensor)
-    assert 0.2 <= time.perf_counter() - start < 5
+    assert time.monotonic() - start >= 0.2  # it waited out its deadline, then went on
     assert "still held" in caplog.text
-    del graph  # held until here
+    assert tensor._use_count() > 1
+    del graph
 
 
 # ------------------------------------------------------------------ two processes
@@ -203,6 +201,7 @@ def test_time_following_schedule_uses_rank_0_clock_on_every_rank(tmp_path):
     for report in reports:
         assert report["gathered"] == [{"rank": 0, "text": ""}, {"rank": 1, "text": "xxx"}]
         assert report["broadcast"] == {"from": 1, "items": [0, 1, 2, 3, 4]}
+
 
 TINY = {
     "data": {
