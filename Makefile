@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-browser lint browser-deps docs clean
+.PHONY: install demo test test-browser lint browser-deps docs vendor-katex clean
 
 $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
@@ -23,6 +23,19 @@ demo: install
 # The documentation site on http://127.0.0.1:8000/ (the tests build it with --strict).
 docs: install
 	$(VENV)/bin/mkdocs serve
+
+# The site typesets the paper's equations with a copy of KaTeX in docs/assets/katex/ (committed, so
+# the site needs no CDN and the build no download). This refreshes that copy from the npm registry.
+KATEX_VERSION := 0.19.1
+KATEX_DIR := docs/assets/katex
+
+vendor-katex:
+	rm -rf $(KATEX_DIR) && mkdir -p $(KATEX_DIR)/contrib $(KATEX_DIR)/fonts
+	tmp=$$(mktemp -d) && cd $$tmp && npm pack -q katex@$(KATEX_VERSION) >/dev/null && tar xzf katex-$(KATEX_VERSION).tgz && \
+	cd $(CURDIR) && cp $$tmp/package/LICENSE $$tmp/package/dist/katex.min.js $$tmp/package/dist/katex.min.css $(KATEX_DIR)/ && \
+	cp $$tmp/package/dist/contrib/auto-render.min.js $(KATEX_DIR)/contrib/ && \
+	cp $$tmp/package/dist/fonts/*.woff2 $(KATEX_DIR)/fonts/ && rm -rf $$tmp
+	echo "KaTeX $(KATEX_VERSION) from the npm registry (make vendor-katex); fonts: woff2 only" > $(KATEX_DIR)/VERSION
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -59,8 +59,8 @@ def on_files(files: Files, config) -> Files:
 
 
 def on_page_markdown(markdown: str, page, config, files) -> str:
-    if page.file.src_uri.startswith(f"{MOUNT}/"):
-        return markdown
+    if page.file.src_uri.startswith(f"{MOUNT}/") or page.file.abs_src_path is None:
+        return markdown  # a mounted file, or a page written by a hook (reference_pages.py)
     docs_dir = Path(config["docs_dir"]).resolve()
     page_dir = Path(page.file.abs_src_path).parent
 

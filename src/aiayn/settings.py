@@ -193,17 +193,59 @@ def text_value(cls: type, name: str, text: str, parsed: Any) -> Any:
     return parsed
 
 
+class SettingDoc(typing.NamedTuple):
+    """What a reader needs to know of one setting (the settings reference page lists these)."""
+
+    key: str  # `where.name`
+    type: str  # as a user writes it: `int | None`, `int | 'auto'`, `int | 'N%'`
+    default: Any  # `REQUIRED` when the field has none
+    allowed: str  # the range or the choices, "" when any value of the type goes
+    auto: bool  # whether it takes 'auto' (chosen at start-up)
+    help: str
+
+
+REQUIRED: Any = object()
+"""The `SettingDoc.default` of a field without a default."""
+
+
+def _type_name(kind: Any) -> str:
+    if kind is type(None):
+        return "None"
+    if isinstance(kind, type) and not typing.get_args(kind):
+        return kind.__name__
+    return str(kind).replace("typing.", "")
+
+
+def setting_docs(cls: type, where: str) -> list[SettingDoc]:
+    """One `SettingDoc` per field of a settings dataclass, in declaration order."""
+    fields, hints = _fields(cls)
+    docs = []
+    for name, field in fields.items():
+        if field.default is not _MISSING:
+            default = field.default
+        elif field.default_factory is not _MISSING:
+            default = field.default_factory()
+        else:
+            default = REQUIRED
+        share, auto = field.metadata.get("share", False), field.metadata.get("auto", False)
+        kinds, optional = value_types(hints[name])
+        if share or auto:  # the string they take is a share or 'auto', named below
+            kinds = kinds - {str}
+        names = [_type_name(kind) for kind in sorted(kinds, key=_type_name)] + ["None"] * optional
+        names += ["'N%'"] * share + ["'auto'"] * auto
+        allowed, choices = field_range(field), field_choices(field)
+        bound = allowed.describe() if allowed else ("one of " + ", ".join(choices) if choices else "")
+        auto = auto or bool(choices and "auto" in choices)
+        docs.append(SettingDoc(f"{where}.{name}", " | ".join(names), default, bound, auto,
+                               field.metadata.get("help", "")))
+    return docs
+
+
 def describe_settings(cls: type, where: str) -> list[str]:
     """One line per field: `where.name: type = default (range or choices) - help`."""
-    hints = typing.get_type_hints(cls)
     lines = []
-    for field in dataclasses.fields(cls):
-        default = field.default if field.default is not _MISSING else field.default_factory()
-        allowed = field_range(field)
-        choices = field_choices(field)
-        bound = allowed.describe() if allowed else ("one of " + ", ".join(choices) if choices else "")
-        kind = getattr(hints[field.name], "__name__", str(hints[field.name]))
-        line = f"{where}.{field.name}: {kind} = {default!r}" + (f" ({bound})" if bound else "")
-        help_text = field.metadata.get("help")
-        lines.append(line + (f" - {help_text}" if help_text else ""))
+    for doc in setting_docs(cls, where):
+        default = "required" if doc.default is REQUIRED else repr(doc.default)
+        line = f"{doc.key}: {doc.type} = {default}" + (f" ({doc.allowed})" if doc.allowed else "")
+        lines.append(line + (f" - {doc.help}" if doc.help else ""))
     return lines

@@ -138,7 +138,8 @@ class Generator(Protocol):
             prompt: the text to continue; empty = start from `<bos>`.
             max_new_tokens: the most tokens generated (>= 0).
             temperature: > 0 divides the logits; 0 = greedy (arg-max).
-            top_k, top_p: see `aiayn.decoding.sampling.filter_logits`.
+            top_k: keep the k most likely tokens (None or 0: all); `aiayn.decoding.sampling.filter_logits`.
+            top_p: keep the most likely tokens up to this probability mass (None or 1.0: all).
             seed: the random seed (None: a fresh random one); the same seed gives the same text.
         """
         ...

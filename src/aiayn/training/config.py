@@ -183,9 +183,10 @@ class RunConfig:
         return yaml.safe_dump(self.to_dict(), sort_keys=False)
 
 
-AUTO_MODEL_KEYS = ("dropout",)
-"""`model` settings that may be 'auto': chosen at start-up from the machine's speed
-(`aiayn.training.auto_settings`); a number wins. The `train` section's say `auto=True`."""
+AUTO_MODEL_KEYS = {"dropout": "by the epochs the run will reach (`aiayn.training.auto_rules.DROPOUT_RULE`)"}
+"""`model` settings that may be 'auto' -> what 'auto' chooses: chosen at start-up from the corpus and
+the machine's speed (`aiayn.training.auto_settings`); a number wins. `ModelConfig` itself takes
+numbers only; the `train` section's say `auto=True`."""
 
 TOKENIZER_IDS = ("pad_id", "bos_id", "eos_id", "unk_id")
 """`ModelConfig` fields that the tokenizer sets (`data.special_tokens` names them instead)."""

@@ -1,34 +1,34 @@
-"""The README is a map of at most 12 KB whose links resolve, and the docs index maps every
-section the README used to hold to the page where its content now lives."""
+"""The README is a map of at most 12 KB whose links resolve, and every page of docs/ is in the
+site's navigation (a page outside it can only be found by a link, or not at all)."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+
+import yaml
 
 from .links import dead_links, relative_links
 
 ROOT = Path(__file__).resolve().parents[3]
 README = ROOT / "README.md"
-INDEX = ROOT / "docs" / "index.md"
-MAP_HEADING = "## Where the old README's sections went"
-# The sections of the README before it became a map (as at commit 91465a2).
-OLD_SECTIONS = [
-    "Contents", "Quick start", "The model, as the paper names it", "Training", "Translating and scoring",
-    "The evaluation report: which sentences fail, and what the model attended to",
-    "Language models and classifiers", "Your own tokenizer", "Use your model elsewhere",
-    "Start from a trained model", "Run tracking", "Looking inside", "Serve it",
-    "Several processes, GPUs and machines", "Big corpora: prepared once, memory-mapped",
-    "What happens when...", "Results and benchmarks",
-    "Multi30k German -> English in 60 minutes on two CPU cores", "Layout",
-]  # fmt: skip
+DOCS = ROOT / "docs"
+GENERATED = {"reference/settings.md", "reference/commands.md", "changelog.md"}
+"""The pages docs/hooks/reference_pages.py writes at build time (in the nav, not in docs/)."""
 
 
-def section_map(text: str) -> dict[str, str]:
-    """The rows of the section-to-page table: old section -> the cell that says where it went."""
-    table = text.split(MAP_HEADING, 1)[1]
-    rows = re.findall(r"^\| (.+?) \| (.+?) \|$", table, re.MULTILINE)
-    return {old: new for old, new in rows if old != "README section" and not set(old) <= set("-|")}
+def nav_pages(nav: list) -> set[str]:
+    """Every page a MkDocs `nav` names, at any depth of sections."""
+    found: set[str] = set()
+    for entry in nav:
+        for value in entry.values() if isinstance(entry, dict) else [entry]:
+            found |= nav_pages(value) if isinstance(value, list) else {value}
+    return found
+
+
+def pages_outside_nav(docs: Path, nav: list) -> list[str]:
+    """The Markdown pages of `docs` (hooks aside) that the nav does not name."""
+    pages = {path.relative_to(docs).as_posix() for path in docs.rglob("*.md") if "hooks" not in path.parts}
+    return sorted(pages - nav_pages(nav))
 
 
 def test_readme_is_a_map_of_at_most_12_kib() -> None:
@@ -41,21 +41,18 @@ def test_readme_links_resolve() -> None:
     assert dead_links(README) == []
 
 
-def test_every_old_section_is_mapped_and_every_entry_resolves() -> None:
-    rows = section_map(INDEX.read_text(encoding="utf-8"))
-    assert sorted(rows) == sorted(OLD_SECTIONS)
-    for old, new in rows.items():
-        assert relative_links(f"{new}"), f"the row for {old!r} links to no page"
-    assert dead_links(INDEX) == []
+def test_every_page_is_in_the_nav_and_every_nav_entry_exists() -> None:
+    nav = yaml.safe_load((ROOT / "mkdocs.yml").read_text(encoding="utf-8"))["nav"]
+    sections = [next(iter(section)) for section in nav]
+    assert sections == ["Home", "Learn", "Use", "Reference", "Results", "Project"]
+    assert pages_outside_nav(DOCS, nav) == []
+    missing = sorted(page for page in nav_pages(nav) - GENERATED if not (DOCS / page).is_file())
+    assert missing == [], f"the nav names pages that do not exist: {missing}"
 
 
-def test_the_checks_catch_a_dropped_section_and_dead_entries() -> None:
-    text = INDEX.read_text(encoding="utf-8")
-    planted = text.replace("| Serve it | [Serving](serving.md) |", "| Serve it | [Serving](serve.md) |")
-    planted = planted.replace("(training.md#run-tracking)", "(training.md#run-trackers)")
-    planted = planted.replace("| Layout | [Layout](layout.md) |\n", "")
-    assert planted.count("\n") < text.count("\n")
-    assert "Layout" not in section_map(planted)
-    dead = dead_links(INDEX, planted)
-    assert any(d.startswith("serve.md (no file") for d in dead), dead
-    assert any(d.startswith("training.md#run-trackers (no heading") for d in dead), dead
+def test_the_nav_check_finds_a_page_left_out(tmp_path: Path) -> None:
+    (tmp_path / "reference").mkdir()
+    for page in ("index.md", "reference/api.md", "orphan.md"):
+        (tmp_path / page).write_text("# x\n")
+    nav = [{"Home": "index.md"}, {"Reference": [{"Python API": "reference/api.md"}]}]
+    assert pages_outside_nav(tmp_path, nav) == ["orphan.md"]
