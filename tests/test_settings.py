@@ -14,8 +14,8 @@ import pytest
 from aiayn.errors import ConfigError
 from aiayn.lm.settings import LMSettings
 from aiayn.model import ModelConfig
-from aiayn.ranges import Range
-from aiayn.settings import describe_settings, field_choices, field_range, is_numeric, is_text
+from aiayn.ranges import POSITIVE_INT, Range
+from aiayn.settings import describe_settings, field_choices, field_range, is_numeric, is_text, setting
 from aiayn.tasks import apply_overrides, config_from_dict, task_names, task_settings
 from aiayn.training.config import TOKENIZER_IDS, ModelSection, TrainConfig
 from aiayn.translation.settings import TranslationSettings
@@ -176,3 +176,28 @@ def test_describe_settings_lists_type_default_range_and_help():
     assert lr.startswith("train.lr: float = 0.001 (a finite number > 0) - ")
     schedule = next(line for line in lines if line.startswith("train.schedule:"))
     assert "(one of noam, inverse_sqrt, cosine, constant)" in schedule
+
+
+def settings_without_help(sections: dict[str, type]) -> list[str]:
+    """`section.key` of every setting declared without help text (the settings page shows it)."""
+    return [
+        f"{section}.{field.name}"
+        for section, cls in sections.items()
+        for field, _ in fields(cls)
+        if not str(field.metadata.get("help", "")).strip()
+    ]
+
+
+def test_every_setting_says_what_it_is():
+    assert settings_without_help({**SECTIONS, "model/section": ModelSection}) == []
+
+
+def test_a_setting_declared_without_help_is_found():
+    @dataclasses.dataclass
+    class Planted:
+        steps: int = setting(1, range=POSITIVE_INT)
+        blank: str = setting("a", choices=("a",), help="  ")
+        fine: bool = setting(True, help="said")
+
+    found = settings_without_help({"train": TrainConfig, "planted": Planted})
+    assert found == ["planted.steps", "planted.blank"]
