@@ -52,8 +52,9 @@ def _setting_rows(
         if doc.auto or name in auto_extra:
             chooses = auto_extra.get(name) or _auto_clause(doc.help)
             about.append("<b>takes <code>auto</code></b>" + (f": {cell(chooses)}" if chooses else ""))
+        kind = doc.type + (" | 'auto'" if name in auto_extra else "")  # the config takes it, the class not
         rows.append(
-            f"| <span id=\"{anchor}-{name}\"></span>{code(doc.key)}<br>{code(doc.type)} | {default} | "
+            f"| <span id=\"{anchor}-{name}\"></span>{code(doc.key)}<br>{code(kind)} | {default} | "
             f"{'<br>'.join(about)} |"
         )
     return rows

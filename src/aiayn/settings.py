@@ -235,7 +235,7 @@ def setting_docs(cls: type, where: str) -> list[SettingDoc]:
         names += ["'N%'"] * share + ["'auto'"] * auto
         allowed, choices = field_range(field), field_choices(field)
         bound = allowed.describe() if allowed else ("one of " + ", ".join(choices) if choices else "")
-        auto = auto or bool(choices and "auto" in choices)
+        auto = auto or bool(choices and "auto" in choices) or default == "auto"
         docs.append(SettingDoc(f"{where}.{name}", " | ".join(names), default, bound, auto,
                                field.metadata.get("help", "")))
     return docs

@@ -88,8 +88,12 @@ class TrainConfig:
     adam_eps: float = setting(1e-9, range=POSITIVE, help="Adam epsilon (Sec. 5.3)")
     weight_decay: float = setting(0.0, range=NON_NEGATIVE, help="AdamW weight decay")
     clip_grad_norm: float | None = setting(1.0, range=POSITIVE, help="gradient norm clip (None: off)")
-    precision: str = setting("auto", choices=("auto", "fp32", "bf16"), help="'auto' measures both")
-    device: str = setting("auto", help="'auto', 'cpu', 'cuda', 'cuda:1', 'mps'...")
+    precision: str = setting(
+        "auto", choices=("auto", "fp32", "bf16"), help="'auto': the faster of the two, measured at start-up"
+    )
+    device: str = setting(
+        "auto", help="'cpu', 'cuda', 'cuda:1', 'mps'...; 'auto' is CUDA when available, else the CPU"
+    )
     dist_backend: str = setting(
         "auto", choices=("auto", "gloo", "nccl"), help="under torchrun: 'auto' is nccl on CUDA, else gloo"
     )

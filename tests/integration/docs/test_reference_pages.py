@@ -92,6 +92,8 @@ def test_the_settings_page_lists_every_field_of_every_section(built_site: Path) 
     assert "a finite number &gt; 0" in train and "train.warmup" in train  # ranges and help shown
     assert "takes <code>auto</code></b>: by the updates the run will reach" in train
     assert "by the epochs the run will reach" in sections(page)["model"]  # model.dropout: auto
+    said = re.findall(r"takes <code>auto</code></b>(:?)", page)
+    assert len(said) >= 10 and "" not in said, "a setting takes 'auto' without saying what it chooses"
 
 
 def test_the_settings_check_sees_a_missing_and_a_stray_key(built_site: Path) -> None:
