@@ -69,7 +69,9 @@ def test_the_pages_at_1280px(site_url: str) -> None:
         page.evaluate("document.querySelector('.md-content').append(Object.assign("
                       "document.createElement('div'), {style: 'width: 2000px; height: 1px'}))")
         assert page.evaluate("document.documentElement.scrollWidth") > page.evaluate("innerWidth")
-        page.fill("input.md-search__input", "label smoothing")
+        page.click("input.md-search__input")  # typed once the search index is loaded ("Type to start...")
+        page.wait_for_function("document.querySelector('.md-search-result__meta').textContent.includes('Type')")
+        page.keyboard.type("label smoothing")
         page.wait_for_selector(".md-search-result__item", timeout=15_000)
         assert page.locator(".md-search-result__item").count() > 0
         page.close()
