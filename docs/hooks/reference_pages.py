@@ -175,21 +175,28 @@ def _option_rows(parser: argparse.ArgumentParser) -> list[str]:
         ]
         if not actions:
             continue
-        rows += ["", f"**{cell(group.title)}**", "", "| option | default | what it does |", "|---|---|---|"]
+        first = "option" if any(action.option_strings for action in actions) else "argument"
+        rows += ["", f"**{cell(group.title)}**", "", f"| {first} | default | what it does |", "|---|---|---|"]
         for action in actions:
             flags = ", ".join(code(flag) for flag in action.option_strings) or code(action.dest)
             value = ""
             if action.choices is not None:
                 value = "one of " + ", ".join(code(choice) for choice in action.choices)
-            elif action.nargs != 0:
-                metavar = formatter._get_default_metavar_for_optional(action) if action.option_strings \
-                    else action.dest
+            elif action.nargs != 0 and action.option_strings:  # a positional's name is its value
+                metavar = formatter._get_default_metavar_for_optional(action)
                 value = code(formatter._format_args(action, metavar))
             shown = action.default not in (None, argparse.SUPPRESS, False) and action.nargs != 0
             default = code(action.default) if shown else "—"
             help_text = cell(formatter._expand_help(action)) if action.help else "—"
             rows.append(f"| {flags}{'<br>' + value if value else ''} | {default} | {help_text} |")
     return rows
+
+
+def _usage(parser: argparse.ArgumentParser) -> str:
+    """The parser's usage without argparse's `usage: ` (its continuation lines moved left to match)."""
+    prefix = "usage: "
+    first, *rest = parser.format_usage().removeprefix(prefix).splitlines()
+    return "\n".join([first, *(line.removeprefix(" " * len(prefix)) for line in rest)])
 
 
 def _text_block(text: str) -> list[str]:
@@ -210,7 +217,8 @@ def commands_page() -> str:
         "| command | what it does |",
         "|---|---|",
     ]
-    commands = subcommands(parser, "aiayn")
+    itself = ("aiayn", parser, "the program itself: its version, and the list of commands")
+    commands = [itself, *subcommands(parser, "aiayn")]
     for name, _, summary in commands:
         lines.append(f"| [{code(name)}](#{name.replace(' ', '-')}) | {cell(summary)} |")
     for name, child, _ in commands:
@@ -220,7 +228,7 @@ def commands_page() -> str:
             lines += _text_block(description)
         elif description:
             lines.append(cell(description))
-        lines += _text_block(child.format_usage().replace("usage: ", "", 1))
+        lines += _text_block(_usage(child))
         lines += _option_rows(child)
         if child.epilog:
             lines += _text_block(_text(child, child.epilog))

@@ -62,7 +62,8 @@ def commands() -> dict[str, argparse.ArgumentParser]:
                         found[f"{prog}-{name}"] = child
                         walk(child, f"{prog}-{name}")
 
-    walk(build_parser(), "aiayn")
+    found["aiayn"] = build_parser()
+    walk(found["aiayn"], "aiayn")
     return found
 
 
