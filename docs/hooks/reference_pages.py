@@ -30,8 +30,10 @@ def cell(text: object) -> str:
 
 
 def code(text: object) -> str:
-    """`text` as inline code in a table cell (a backtick inside it would end the span)."""
-    return f"<code>{html.escape(str(text), quote=False).replace('|', '&#124;')}</code>"
+    """`text` as inline code in a table cell: written as HTML, so that a backtick, a pipe or a star
+    inside it stays itself."""
+    escaped = html.escape(str(text), quote=False).replace("|", "&#124;").replace("*", "&#42;")
+    return f"<code>{escaped}</code>"
 
 
 # ------------------------------------------------------------------------------------ settings
@@ -92,10 +94,11 @@ def settings_page() -> str:
     lines = [
         "# Settings",
         "",
-        "Every key a run's config takes (`aiayn train CONFIG`, `aiayn lm`, `aiayn classify`), and",
-        "every `--set section.key=value`. This page is written from the settings dataclasses when the",
-        "site is built (`aiayn.settings.setting_docs`), so it lists exactly what the code checks: a",
-        "number outside its range or a string outside its choices is refused, naming the key.",
+        "Every key a run's config takes (`aiayn train CONFIG`, `aiayn lm train`, `aiayn classify",
+        "train`), and every `--set section.key=value`. This page is written from the settings",
+        "dataclasses when the site is built (`aiayn.settings.setting_docs`), so it lists exactly what",
+        "the code checks: a number outside its range or a string outside its choices is refused,",
+        "naming the key.",
         "",
         "A config has three sections: `data` (whose keys depend on `data.task`), `model` and `train`.",
         "A setting that takes `auto` is chosen at start-up from the corpus and the machine's speed; how,",
@@ -161,7 +164,8 @@ def subcommands(parser: argparse.ArgumentParser, prog: str) -> list[tuple[str, a
 
 
 def _text(parser: argparse.ArgumentParser, text: str) -> str:
-    """A description or epilog as argparse prints it (`%(prog)s` filled in, `%%` a percent sign)."""
+    """A description or epilog as its author meant it: `%(prog)s` filled in, `%%` a percent sign
+    (argparse itself unescapes `%%` only in a text that also names `%(prog)s`)."""
     return text % {"prog": parser.prog} if "%(prog)" in text or "%%" in text else text
 
 
