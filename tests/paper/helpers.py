@@ -14,7 +14,7 @@ from aiayn.model import ModelConfig, Transformer
 def twins(config: ModelConfig) -> tuple[Transformer, paper.Transformer]:
     """An engine `Transformer` (freshly initialised) and a paper one holding its weights."""
     engine = Transformer(config)
-    reference = paper.Transformer(config)
+    reference = paper.from_config(config)
     reference.load_state_dict(paper.paper_state_dict(engine.state_dict()))
     return engine, reference
 

@@ -81,17 +81,17 @@ def test_gradients_equal_after_one_step(name: str) -> None:
 def test_dates_model_log_probs_and_greedy_outputs_equal(dates_run) -> None:
     engine = load_model(dates_run).eval()
     reference, tokenizers = paper.load(dates_run)
-    assert (reference.config.pad_id, reference.config.bos_id) != (0, 1)  # the fixture's moved ids
+    assert (reference.pad_id, reference.bos_id) != (0, 1)  # the fixture's moved ids
     held_out = splits()["test"][:200]
     sources = tokenizers.source.encode_batch([s for s, _ in held_out])
     targets = tokenizers.target.encode_batch([t for _, t in held_out])
     prefixes = [ids[: 3 + i % 8] for i, ids in enumerate(targets[:48])]  # dates are all 10 characters
-    batch = make_batch(sources[:48], prefixes, specials=SpecialTokens.of(reference.config))
+    batch = make_batch(sources[:48], prefixes, specials=SpecialTokens.of(engine.config))
     with torch.no_grad():
         expected = engine_log_probs(engine, batch)
         assert_equal_at_targets(expected, reference.log_probs(batch.src, batch.tgt_in), batch)
 
-    src = pad_batch([[*ids, reference.config.eos_id] for ids in sources], reference.config.pad_id, "cpu")
+    src = pad_batch([[*ids, reference.eos_id] for ids in sources], reference.pad_id, "cpu")
     engine_outputs = greedy_search(engine, src).tokens
     paper_outputs = paper.greedy_decode(reference, src)
     assert len(paper_outputs) == 200
@@ -104,5 +104,5 @@ def test_dates_model_log_probs_and_greedy_outputs_equal(dates_run) -> None:
         assert_equal_at_targets(expected, reference.log_probs(batch.src, batch.tgt_in), batch)
     with torch.no_grad():
         reference.decoder.layers[-1].feed_forward.linear2.bias += 0.5 * torch.randn(
-            reference.config.d_model, generator=torch.Generator().manual_seed(0))
+            reference.d_model, generator=torch.Generator().manual_seed(0))
     assert paper.greedy_decode(reference, src) != engine_outputs

@@ -34,3 +34,23 @@ def test_the_paper_trains_dates_without_the_engine(tmp_path, monkeypatch) -> Non
     held_out = splits()["test"][:100]
     outputs = aiayn.load(run, device="cpu", task="translation").translate([s for s, _ in held_out], beam=1)
     assert sum(o == t for o, (_, t) in zip(outputs, held_out, strict=True)) >= 99
+
+
+def test_the_references_schedule_is_the_engines() -> None:
+    """Sec. 5.3, Eq. 3: `aiayn.paper.rate` equals the engine's `noam_lr` across warmup and decay,
+    and the reference's optimizer follows it with the paper's Adam settings."""
+    from aiayn import paper
+    from aiayn.training.schedule import noam_lr
+
+    steps = [1, 2, 10, 400, 3999, 4000, 4001, 8000, 50_000, 100_000]
+    for step in steps:
+        assert paper.rate(step, 512, 4000) == pytest.approx(noam_lr(step, 512, 4000), rel=1e-12)
+    assert paper.rate(4000) > paper.rate(3000) and paper.rate(4000) > paper.rate(5000)  # the peak
+    adam, schedule = paper.optimizer(torch.nn.Linear(2, 2), d_model=512, warmup=4000)
+    assert adam.defaults["betas"] == (0.9, 0.98) and adam.defaults["eps"] == 1e-9
+    seen = []
+    for _ in range(3):
+        seen.append(adam.param_groups[0]["lr"])
+        adam.step()
+        schedule.step()
+    assert seen == pytest.approx([noam_lr(s, 512, 4000) for s in (1, 2, 3)], rel=1e-12)

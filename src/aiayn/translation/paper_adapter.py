@@ -53,6 +53,10 @@ class PaperModel(paper.Transformer):
     model_type = Transformer.model_type
     save_pretrained = Transformer.save_pretrained
 
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__(**paper.transformer_arguments(config))
+        self.config = config
+
     def state_dict(self, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
         return paper.engine_state_dict(super().state_dict(*args, **kwargs))
 
@@ -65,10 +69,9 @@ def paper_model(config: ModelConfig) -> PaperModel:
 
     A setting `aiayn.paper` does not implement is a `ConfigError` naming it."""
     try:
-        paper.check_config(config)
+        model = PaperModel(config)
     except ValueError as error:
         raise ConfigError(f"train.implementation=paper: {error}") from None
-    model = PaperModel(config)
     model.load_state_dict(Transformer(config).state_dict())
     return model
 
@@ -83,8 +86,8 @@ class PaperTranslator(TorchRuntime, TranslatorBase):
     """The `aiayn.inference.Translator` interface on `aiayn.paper.greedy_decode` (beam 1, no
     decoding controls or prefixes: the paper module has none)."""
 
-    def __init__(self, model: paper.Transformer, tokenizers: TokenizerPair) -> None:
-        self._hold(model, paper.Transformer, "PaperTranslator needs an aiayn.paper.Transformer")
+    def __init__(self, model: PaperModel, tokenizers: TokenizerPair) -> None:
+        self._hold(model, PaperModel, "PaperTranslator needs a PaperModel (an aiayn.paper.Transformer)")
         super().__init__(model.config, tokenizers, None)
 
     def _search(
@@ -101,7 +104,9 @@ class PaperTranslator(TorchRuntime, TranslatorBase):
         outputs: list[list[int]] = [[] for _ in sources]
         for batch in length_batches([len(s) for s in with_eos], batch_tokens):
             src = pad_batch([with_eos[j] for j in batch], self.config.pad_id, self.device)  # (B, S)
-            for j, tokens in zip(batch, paper.greedy_decode(self.model, src, max_len_extra), strict=True):
+            with eval_mode(self.model):
+                decoded = paper.greedy_decode(self.model, src, max_len_extra)
+            for j, tokens in zip(batch, decoded, strict=True):
                 outputs[j] = tokens
         # A hypothesis cut at its length limit has no <eos> to score (`aiayn.decoding.common`).
         limits = [min(len(s) + max_len_extra, self.config.max_len) for s in with_eos]
@@ -136,7 +141,7 @@ class PaperTranslator(TorchRuntime, TranslatorBase):
 
 
 def greedy_metrics(
-    model: paper.Transformer, tokenizers: TokenizerPair, pairs: list[tuple[str, str]]
+    model: PaperModel, tokenizers: TokenizerPair, pairs: list[tuple[str, str]]
 ) -> dict[str, Any]:
     """BLEU, chrF and exact match of `aiayn.paper.greedy_decode` on `pairs`."""
     references = [t for _, t in pairs]
