@@ -54,6 +54,16 @@ class Range:
             return False
         return self.high is None or (value < self.high if self.high_open else value <= self.high)
 
+    def schema_bounds(self) -> dict[str, float]:
+        """The range as pydantic `Field` keywords (`ge`/`gt`, `le`/`lt`), so that a request model
+        and its OpenAPI schema declare exactly this range."""
+        bounds: dict[str, float] = {}
+        if self.low is not None:
+            bounds["gt" if self.low_open else "ge"] = self.low
+        if self.high is not None:
+            bounds["lt" if self.high_open else "le"] = self.high
+        return bounds
+
     def check(self, name: str, value: object) -> object:
         """Return `value` if it is in the range, else raise `ConfigError` naming `name`."""
         if not self.contains(value):
