@@ -6,10 +6,12 @@
 
 Input is read and translated in chunks of lines (so a long stdin stream starts producing
 output at once), each chunk sorted into token-budget batches, and written in input order.
-Empty input lines give empty output lines. With `--nbest K` each input gives up to K lines
-`index<TAB>score<TAB>hypothesis` (0-based input line index, best first). A line longer than
-the model's max_len is truncated with a warning (`--on-long-line error`: stop with an error
-naming the line instead).
+Blank input lines (empty or whitespace only) give empty output lines, not decoded; their score
+(`--nbest`, jsonl) is that of the empty output with its `<eos>`, as `aiayn score` of the line and
+an empty reference gives it (jsonl: `token_scores` is that one `<eos>` value). With `--nbest K`
+each input gives up to K lines `index<TAB>score<TAB>hypothesis` (0-based input line index, best
+first). A line longer than the model's max_len is truncated with a warning (`--on-long-line
+error`: stop with an error naming the line instead).
 
 `--format jsonl` prints one JSON object per output instead: `line` (0-based input line),
 `rank` (0 = best), `text`, `score`; with `--scores` also `token_scores` (the model's plain

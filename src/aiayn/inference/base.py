@@ -180,8 +180,28 @@ class TranslatorBase:
             )
             for i, hyps in zip(todo, found, strict=True):
                 results[i] = hyps
+        if exact_scores:
+            self._score_blank_lines(texts, results, line_offset, on_long_line, batch_tokens, encoded_sources)
         check_finite_scores(results, controls, alpha, line_offset)
         return results
+
+    def _score_blank_lines(
+        self, texts: Sequence[str], results: list[list[Hypothesis]], line_offset: int, on_long_line: str,
+        batch_tokens: int, encoded_sources: dict[int, list[int]] | None,
+    ) -> None:
+        """The one rule for a blank (empty or whitespace-only) line, shared with `score`: nothing is
+        decoded, its output is empty, and that empty output is scored with its `<eos>`, as
+        `score(line, "")` scores it (|Y| = 1, so the length penalty is 1); in place."""
+        blank = [i for i, text in enumerate(texts) if not text.strip()]
+        if not blank:
+            return
+        numbers = [line_offset + i + 1 for i in blank]
+        ids = self._encode([texts[i] for i in blank], "source", numbers, on_long_line)
+        scores = self._score_ids(ids, [[] for _ in blank], batch_tokens)
+        for i, score in zip(blank, scores, strict=True):
+            results[i] = [Hypothesis([], float(score))]
+        if encoded_sources is not None:
+            encoded_sources.update(zip(blank, ids, strict=True))
 
     def _prefixes(
         self, prefix: str | Sequence[str | None] | None, texts: Sequence[str], todo: list[int],
@@ -256,7 +276,7 @@ class TranslatorBase:
         scores = self._token_log_probs(src, tgt, batch_tokens) if token_scores and pairs else None
         maps = self._cross_attention(src, tgt) if alignments and pairs else None
         source_tokenizer, target_tokenizer = self.tokenizers.source, self.tokenizers.target
-        for hyps in results:  # empty texts: nothing decoded, nothing to score or align
+        for hyps in results:  # every text decoded or blank is in `sources`; these are filled below
             hyps[:] = [h._replace(token_scores=[] if token_scores else None,
                                   alignment=[] if alignments else None) for h in hyps]
         for n, (i, k) in enumerate(pairs):
