@@ -27,7 +27,7 @@ from aiayn.cli.train import (
 )
 from aiayn.decoding_options import GENERATE_TOP_K, SEED, TEMPERATURE, TOP_P
 from aiayn.errors import ConfigError
-from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
 
 if TYPE_CHECKING:
     from aiayn.training.config import RunConfig
@@ -125,6 +125,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         check_resume_alone(args, "text", "tokenizer")
         run_dir = args.resume
+        check_resumable(run_dir)
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         path = args.config or DEFAULT_CONFIG

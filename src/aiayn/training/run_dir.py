@@ -39,15 +39,14 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunDirLock:
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"run directory {run_dir} is not a directory")
     existing = [p for p in run_dir.iterdir() if p.name != LOCK_FILE] if run_dir.is_dir() else []
-    if resume and not (run_dir / CONFIG_FILE).is_file():
-        raise ConfigError(f"cannot resume: {run_dir} is not a run directory ({CONFIG_FILE} missing)")
+    if resume:
+        check_resumable(run_dir)
     if existing and not resume and not overwrite:
         if (run_dir / LOCK_FILE).is_file():
             RunDirLock.acquire(run_dir).release()  # in use: say by whom
-        raise ConfigError(
-            f"run directory {run_dir} already exists; pass --resume {run_dir} to continue it "
-            "or --overwrite to start again"
-        )
+        if not failed_start_leftovers(run_dir):
+            raise ConfigError(already_exists(run_dir))
+        overwrite = True  # a failed start's log alone: this start takes the directory over
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         probe = run_dir / f".write_test-{os.getpid()}"
@@ -72,6 +71,39 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunDirLock:
             else:
                 path.unlink(missing_ok=True)
     return lock
+
+
+FAILED_START_FILES = frozenset({LOCK_FILE, "train.log"})
+"""What a start that stopped before training leaves at most, besides nothing: its lock and its log."""
+
+
+def failed_start_leftovers(run_dir: Path) -> bool:
+    """Whether directory `run_dir` holds nothing but a failed start's lock and log (no run to
+    resume: the next start may take it over)."""
+    return run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= FAILED_START_FILES
+
+
+def already_exists(run_dir: Path) -> str:
+    """Why a new run does not start in existing `run_dir`, and what to pass instead: `--resume`
+    only where there is a run to continue (its `train_config.yaml`)."""
+    if (run_dir / CONFIG_FILE).is_file():
+        return (f"run directory {run_dir} already exists; pass --resume {run_dir} to continue it "
+                "or --overwrite to start again")
+    return (f"directory {run_dir} already exists and holds no run ({CONFIG_FILE} missing: it is not a "
+            "run, or one stopped before training began); pass --overwrite to start in it anyway, or "
+            "choose another --out")
+
+
+def check_resumable(run_dir: Path) -> None:
+    """Raise `ConfigError` unless `run_dir` holds a run to resume (its `train_config.yaml`),
+    saying what to do instead."""
+    if not run_dir.is_dir():
+        raise ConfigError(f"cannot resume: run directory {run_dir} does not exist")
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise ConfigError(
+            f"cannot resume {run_dir}: it holds no {CONFIG_FILE}, so no run began training in it (a start "
+            f"that failed or was stopped first); start again with --out {run_dir} --overwrite"
+        )
 
 
 @contextlib.contextmanager
