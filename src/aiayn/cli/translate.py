@@ -125,7 +125,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="with --format jsonl: per-token and per-word log-probabilities")
     parser.add_argument("--alignments", action="store_true",
                         help="with --format jsonl: source-output word alignment, Pharaoh format "
-                        "(src-tgt word indices; not available with a CTranslate2 model)")
+                        "(src-tgt: indices of the whitespace-separated words of the input line and of "
+                        "the output; not available with a CTranslate2 model)")
     parser.add_argument("--chunk-lines", type=bounded_int(1), default=500, metavar="N",
                         help="lines read and translated at a time (1 when stdin is a terminal)")
     parser.add_argument("--on-long-line", choices=LONG_LINE_ACTIONS, default="truncate",

@@ -257,7 +257,7 @@ class TranslatorBase:
         flat = iter(self.tokenizers.target.decode_batch([h.tokens for hyps in hypotheses for h in hyps]))
         results = [[Translation(next(flat), float(h.score), h.tokens) for h in hyps] for hyps in hypotheses]
         if token_scores or alignments:
-            self._add_details(results, sources, batch_tokens, token_scores, alignments)
+            self._add_details(results, sources, batch_tokens, token_scores, alignments, texts)
         return results
 
     def check_alignments(self) -> None:
@@ -265,10 +265,11 @@ class TranslatorBase:
 
     def _add_details(
         self, results: list[list[Translation]], sources: dict[int, list[int]], batch_tokens: int,
-        token_scores: bool, alignments: bool,
+        token_scores: bool, alignments: bool, texts: Sequence[str],
     ) -> None:
-        """Fill `token_scores` / `alignment` of every translation in `results`, in place."""
-        from aiayn.inference.words import align_words, token_words
+        """Fill `token_scores` / `alignment` of every translation in `results`, in place (the
+        alignments in words of `texts`, the input lines)."""
+        from aiayn.inference.words import align_words, source_token_words, token_words
 
         pairs = [(i, k) for i, hyps in enumerate(results) for k in range(len(hyps)) if i in sources]
         src = [sources[i] for i, _ in pairs]
@@ -284,7 +285,8 @@ class TranslatorBase:
             if scores is not None:
                 entry = entry._replace(token_scores=scores[n])
             if maps is not None:
-                words = token_words(source_tokenizer, src[n]), token_words(target_tokenizer, tgt[n])
+                words = (source_token_words(source_tokenizer, texts[i], len(src[n])),
+                         token_words(target_tokenizer, tgt[n]))
                 entry = entry._replace(alignment=align_words(maps[n], *words))
             results[i][k] = entry
 
