@@ -72,10 +72,12 @@ class Range:
 
 
 def _show(bound: float | None) -> str:
-    """A bound as written in messages: 1 rather than 1.0."""
+    """A bound as written in messages: 1 rather than 1.0 (but 3.4028234663852886e+38 as such)."""
     if bound is None:
         return ""
-    return str(int(bound)) if float(bound).is_integer() else repr(bound)
+    if isinstance(bound, int):
+        return str(bound)
+    return str(int(bound)) if bound.is_integer() and abs(bound) < 1e15 else repr(bound)
 
 
 ANY_NUMBER = Range()
