@@ -39,7 +39,7 @@ def within(allowed: Range) -> st.SearchStrategy:
     """Any value of a declared range, its bounds included (Hypothesis tries the extremes first)."""
     if allowed.integer:
         low = int(allowed.low or 0)
-        high = int(allowed.high) if allowed.high is not None else 2**62
+        high = int(allowed.high) - allowed.high_open if allowed.high is not None else 2**62
         return st.integers(low, min(high, low + 4)) | st.integers(low, high)
     return st.floats(allowed.low, allowed.high, exclude_min=allowed.low_open, exclude_max=allowed.high_open,
                      allow_nan=False, allow_infinity=False)
