@@ -24,13 +24,14 @@ bound is derived), and checked here with it.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
 
-from aiayn.decoding.common import log_probs
+from aiayn.decoding.common import Hypothesis, log_probs
 from aiayn.decoding.sampling import Sampling, filter_logits
 from aiayn.decoding_options import (
     FLOAT32_MAX,
@@ -39,7 +40,7 @@ from aiayn.decoding_options import (
     REPETITION_PENALTY,
     SEED,
 )
-from aiayn.errors import ConfigError
+from aiayn.errors import ConfigError, DecodingError
 
 MAX_STEPS = 2**20
 """More output steps than any model's positions allow (the sum rule of `PENALISED_LOGIT_LIMIT`)."""
@@ -191,3 +192,19 @@ def draw(logits: Tensor, controls: Controls, generator: torch.Generator) -> Tens
     temperature = max(controls.temperature, torch.finfo(shifted.dtype).tiny)
     probs = filter_logits(shifted / temperature, controls.top_k, controls.top_p).softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+def check_finite_scores(
+    results: Sequence[Sequence[Hypothesis]], controls: Controls, alpha: float, line_offset: int = 0
+) -> None:
+    """The last check before any output: a hypothesis whose score is NaN or infinite is never
+    printed nor returned, but a `DecodingError` (one line) naming the line and the options set."""
+    for i, hyps in enumerate(results):
+        bad = next((h.score for h in hyps if not math.isfinite(h.score)), None)
+        if bad is not None:
+            options = {"alpha": alpha} | controls.changed()
+            shown = ", ".join(f"{name}={value!r}" for name, value in options.items())
+            raise DecodingError(
+                f"line {line_offset + i + 1}: decoding gave a score of {bad} (not a finite number) "
+                f"with {shown}; nothing was output for it: try other values of these options"
+            )

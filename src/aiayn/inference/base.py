@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import random
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -24,9 +23,9 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.decoding.common import Hypothesis, output_length_limit
-from aiayn.decoding.controls import NO_CONTROLS, Controls
+from aiayn.decoding.controls import NO_CONTROLS, Controls, check_finite_scores
 from aiayn.decoding.sampling import Sampling
-from aiayn.errors import CheckpointError, ConfigError, DataError, DecodingError
+from aiayn.errors import CheckpointError, ConfigError, DataError
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation
 from aiayn.model.config import ModelConfig
 
@@ -306,22 +305,6 @@ class TranslatorBase:
         src_ids = self._encode(sources, "source", line_numbers)
         tgt_ids = self._encode(targets, "target", line_numbers)
         return self._score_ids(src_ids, tgt_ids, batch_tokens)
-
-
-def check_finite_scores(
-    results: Sequence[Sequence[Hypothesis]], controls: Controls, alpha: float, line_offset: int = 0
-) -> None:
-    """The last check before any output: a hypothesis whose score is NaN or infinite is never
-    printed nor returned, but a `DecodingError` (one line) naming the line and the options set."""
-    for i, hyps in enumerate(results):
-        bad = next((h.score for h in hyps if not math.isfinite(h.score)), None)
-        if bad is not None:
-            options = {"alpha": alpha} | controls.changed()
-            shown = ", ".join(f"{name}={value!r}" for name, value in options.items())
-            raise DecodingError(
-                f"line {line_offset + i + 1}: decoding gave a score of {bad} (not a finite number) "
-                f"with {shown}; nothing was output for it: try other values of these options"
-            )
 
 
 def make_controls(settings: dict[str, Any]) -> Controls:

@@ -60,7 +60,14 @@ from aiayn.training.distributed import (
 from aiayn.training.init_from import MODEL_CLASSES, InitSource, freeze
 from aiayn.training.loss import validation_loss
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
-from aiayn.training.run_dir import CONFIG_FILE, failed_start_leftovers, log_to_file, prepare_run_dir
+from aiayn.training.run_dir import (
+    CONFIG_FILE,
+    RunStart,
+    fresh_run_dir,
+    log_to_file,
+    prepare_run_dir,
+    remove_failed_start,
+)
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
 from aiayn.training.trackers import check_trackers
@@ -124,13 +131,6 @@ def check_implementation(task: Task[Any, Any], implementation: str) -> None:
         )
 
 
-class RunStart:
-    """Whether training has begun (`began`): until then, a failure is a failed start."""
-
-    def __init__(self) -> None:
-        self.began = False
-
-
 @contextlib.contextmanager
 def hold_run_dir(
     run_dir: Path, resume: bool, overwrite: bool, dist: DistContext,
@@ -165,23 +165,6 @@ def hold_run_dir(
             if dist.is_main and claimed and not start.began:
                 remove_failed_start(run_dir)
             raise
-
-
-def fresh_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> bool:
-    """Whether this start makes `run_dir` anew: it does not exist, holds only a failed start's
-    leftovers (`failed_start_leftovers`), or `overwrite` empties it."""
-    if resume:
-        return False
-    return overwrite or not run_dir.exists() or failed_start_leftovers(run_dir)
-
-
-def remove_failed_start(run_dir: Path) -> None:
-    """Remove the directory of a start that failed before training began (logged)."""
-    import shutil
-
-    shutil.rmtree(run_dir, ignore_errors=True)
-    log.warning("%s removed: the run failed before training began (fix the error and run the same "
-                "command again)", run_dir)
 
 
 def resolve_init(

@@ -17,6 +17,8 @@ from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
 from aiayn.training.run_lock import LOCK_FILE, RunDirLock
 
+log = logging.getLogger(__name__)
+
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "train_config.yaml"
 MIN_FREE_BYTES = 200 * 1024 * 1024  # refuse to start with less free disk than this
@@ -104,6 +106,28 @@ def check_resumable(run_dir: Path) -> None:
             f"cannot resume {run_dir}: it holds no {CONFIG_FILE}, so no run began training in it (a start "
             f"that failed or was stopped first); start again with --out {run_dir} --overwrite"
         )
+
+
+class RunStart:
+    """Whether training has begun (`began`): until then, a failure is a failed start."""
+
+    def __init__(self) -> None:
+        self.began = False
+
+
+def fresh_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> bool:
+    """Whether this start makes `run_dir` anew: it does not exist, holds only a failed start's
+    leftovers (`failed_start_leftovers`), or `overwrite` empties it."""
+    if resume:
+        return False
+    return overwrite or not run_dir.exists() or failed_start_leftovers(run_dir)
+
+
+def remove_failed_start(run_dir: Path) -> None:
+    """Remove the directory of a start that failed before training began (logged)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    log.warning("%s removed: the run failed before training began (fix the error and run the same "
+                "command again)", run_dir)
 
 
 @contextlib.contextmanager
