@@ -28,6 +28,11 @@ class TrainingError(AiaynError, RuntimeError):
     """Training cannot go on (e.g. too many consecutive non-finite steps)."""
 
 
+class DecodingError(AiaynError, ValueError):
+    """A decoding gave a score that is not a finite number (never printed: the options that led
+    to it are named instead)."""
+
+
 class RunDirInUseError(AiaynError, RuntimeError):
     """Another process is training into this run directory (it holds the directory's lock)."""
 

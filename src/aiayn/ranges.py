@@ -54,6 +54,16 @@ class Range:
             return False
         return self.high is None or (value < self.high if self.high_open else value <= self.high)
 
+    def schema_bounds(self) -> dict[str, float]:
+        """The range as pydantic `Field` keywords (`ge`/`gt`, `le`/`lt`), so that a request model
+        and its OpenAPI schema declare exactly this range."""
+        bounds: dict[str, float] = {}
+        if self.low is not None:
+            bounds["gt" if self.low_open else "ge"] = self.low
+        if self.high is not None:
+            bounds["lt" if self.high_open else "le"] = self.high
+        return bounds
+
     def check(self, name: str, value: object) -> object:
         """Return `value` if it is in the range, else raise `ConfigError` naming `name`."""
         if not self.contains(value):
@@ -62,10 +72,12 @@ class Range:
 
 
 def _show(bound: float | None) -> str:
-    """A bound as written in messages: 1 rather than 1.0."""
+    """A bound as written in messages: 1 rather than 1.0 (but 3.4028234663852886e+38 as such)."""
     if bound is None:
         return ""
-    return str(int(bound)) if float(bound).is_integer() else repr(bound)
+    if isinstance(bound, int):
+        return str(bound)
+    return str(int(bound)) if bound.is_integer() and abs(bound) < 1e15 else repr(bound)
 
 
 ANY_NUMBER = Range()

@@ -95,11 +95,11 @@ def test_max_output_ratio_limits_the_length(runtimes):
 def test_bad_values_are_one_clear_error(runtimes):
     _, torch_runtime, ct2_runtime = runtimes
     for runtime in (torch_runtime, ct2_runtime):
-        with pytest.raises(ConfigError, match="top_p must be in"):
+        with pytest.raises(ConfigError, match="top_p must be a finite number in"):
             runtime.translate(TEXTS, sample=True, top_p=0.0)
-        with pytest.raises(ConfigError, match="top_p must be in"):
+        with pytest.raises(ConfigError, match="top_p must be a finite number in"):
             runtime.translate(TEXTS, sample=True, top_p=1.5)
-        with pytest.raises(ConfigError, match="no_repeat_ngram_size must be >= 0"):
+        with pytest.raises(ConfigError, match="no_repeat_ngram_size must be an integer >= 0"):
             runtime.translate(TEXTS, no_repeat_ngram_size=-1)
         with pytest.raises(ConfigError, match="prefix of line 1 has 12 tokens; its output length limit is 5"):
             runtime.translate(["ja"], prefix="a" * 12, max_len_extra=2)

@@ -41,7 +41,8 @@ def test_translate_keeps_order_and_empty_lines(translator):
 
 def test_nbest_lists(translator):
     nbest = translator.translate_nbest(SOURCES, 3, beam=3, max_len_extra=3)
-    assert nbest[2] == [Translation("", 0.0, [])]
+    blank = translator.score([SOURCES[2]], [""])[0]  # a blank line: its empty output, scored with <eos>
+    assert nbest[2] == [Translation("", pytest.approx(blank), [])] and blank < 0
     for i in (0, 1, 3, 4):
         assert 1 <= len(nbest[i]) <= 3
         scores = [t.score for t in nbest[i]]

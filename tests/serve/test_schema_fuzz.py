@@ -2,7 +2,10 @@
 
 Every operation gets schema-valid requests and, where it takes a body, schema-violating ones, under
 Schemathesis's default checks: no 5xx, every status code documented, every response (errors too)
-conforming to its schema, valid data accepted and invalid data refused. A fixed seed and a cap on
+conforming to its schema, valid data accepted and invalid data refused; and no response body holds a
+number that is not finite (`finite_numbers`). Two phases run: Schemathesis's coverage phase, the
+boundary values of every declared range (each minimum and maximum, just inside and just outside,
+every enum value, ...), and its generate phase, random requests. A fixed seed and a cap on generated
 examples keep the run deterministic. What the fuzz found is kept below as regression examples.
 """
 
@@ -19,6 +22,9 @@ from fastapi.testclient import TestClient
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from schemathesis import GenerationMode
 from schemathesis.core.failures import FailureGroup
+from schemathesis.generation.feedback import NO_FEEDBACK
+from schemathesis.generation.hypothesis.builder import add_coverage
+from schemathesis.generation.overrides import Override
 
 from aiayn.inference import load
 from aiayn.serve.app import ServeSettings, create_app
@@ -48,9 +54,38 @@ def as_a_server_runs_it(app):
     return served
 
 
+NUMBER_FIELDS = {"score", "token_scores", "word_scores"}
+"""The response fields that hold numbers only: a null among them is a non-finite number (pydantic writes
+NaN and infinity as null)."""
+
+
+def finite_numbers(ctx, response, case) -> None:
+    """A Schemathesis check: the body is strict JSON (no NaN, Infinity, -Infinity) and no number field
+    holds null in place of a number."""
+
+    def refuse(constant: str) -> None:
+        raise AssertionError(f"a non-finite number ({constant}) in the response body")
+
+    try:
+        body = json.loads(response.text, parse_constant=refuse)
+    except ValueError:
+        return  # not JSON: the other checks judge that
+    stack = [body]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, dict):
+            for key, item in value.items():
+                if key in NUMBER_FIELDS and (item is None or (isinstance(item, list) and None in item)):
+                    raise AssertionError(f"a non-finite number (written as null) in {key!r} of the body")
+                stack.append(item)
+        elif isinstance(value, list):
+            stack.extend(value)
+
+
 def fuzz(app, api_key: str | None = None, examples: int = EXAMPLES) -> int:
-    """Run Schemathesis over every operation of `app`'s OpenAPI document; return the requests sent.
-    Raises (a Schemathesis failure group) on the first operation that fails a check."""
+    """Run Schemathesis over every operation of `app`'s OpenAPI document, its coverage phase then its
+    generate phase; return the requests sent. Raises (a Schemathesis failure group) on the first
+    operation that fails a check."""
     config = schemathesis.config.SchemathesisConfig.from_dict(
         {"checks": {"positive_data_acceptance": {"expected-statuses": SCHEMA_CANNOT_SAY}}}
     )
@@ -64,15 +99,19 @@ def fuzz(app, api_key: str | None = None, examples: int = EXAMPLES) -> int:
             modes.append(GenerationMode.NEGATIVE)
         for mode in modes:
 
-            @seed(44)
-            @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
-                      suppress_health_check=list(HealthCheck))
-            @given(case=operation.as_strategy(generation_mode=mode))
-            def check(case) -> None:
+            def call(case) -> None:
                 nonlocal sent
                 sent += 1
-                case.call_and_validate(headers=headers)
+                case.call_and_validate(headers=headers, additional_checks=[finite_numbers])
 
+            # the coverage phase: its cases are the test's explicit examples, run before the generated ones
+            boundaries = add_coverage(
+                given(case=operation.as_strategy(generation_mode=mode))(call), operation, [mode], None,
+                Override(), NO_FEEDBACK, schema.config.generation_for(operation=operation, phase="coverage"),
+            )
+            check = seed(44)(settings(max_examples=examples, deadline=None, database=None,
+                                      phases=[Phase.explicit, Phase.generate],
+                                      suppress_health_check=list(HealthCheck))(boundaries))
             check()
     return sent
 
@@ -103,6 +142,46 @@ def test_the_fuzz_reports_a_planted_500(translation_model, monkeypatch):
     with pytest.raises(FailureGroup, match="Server error") as failure:
         fuzz(create_app(translation_model, ServeSettings()), examples=3)
     assert "/v1/model" in str(failure.value)
+
+
+def test_the_fuzz_reaches_the_edges_of_the_declared_ranges(translation_model, monkeypatch):
+    """The coverage phase sends each decoding range's bounds (the generate phase alone never sent the
+    smallest repetition penalty)."""
+    from aiayn.decoding_options import CONTROL_RANGES
+
+    seen: dict[str, set] = {name: set() for name in CONTROL_RANGES}
+    app = create_app(translation_model, ServeSettings(api_key=API_KEY, max_sentences=8))
+    original = schemathesis.generation.case.Case.call
+
+    def recording(self, *args, **kwargs):
+        if isinstance(self.body, dict):
+            for name, values in seen.items():
+                value = self.body.get(name)
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    values.add(value)
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(schemathesis.generation.case.Case, "call", recording)
+    fuzz(app, API_KEY, examples=1)
+    for name, allowed in CONTROL_RANGES.items():
+        assert allowed.low in seen[name], name
+        if allowed.high is not None and not allowed.high_open:
+            assert allowed.high in seen[name], name
+
+
+def test_the_fuzz_reports_a_planted_nan(translation_model, monkeypatch):
+    """A NaN score past the last check is caught in the response body. Planted: the last check replaced
+    by one that turns every score into NaN (so that blank texts, which the coverage phase sends, get one)."""
+    from aiayn.decoding.common import Hypothesis
+    from aiayn.inference import base
+
+    def spoil(results, *args) -> None:
+        for hyps in results:
+            hyps[:] = [Hypothesis(h.tokens, float("nan")) for h in hyps]
+
+    monkeypatch.setattr(base, "check_finite_scores", spoil)
+    with pytest.raises(FailureGroup, match="non-finite number"):
+        fuzz(create_app(translation_model, ServeSettings(api_key=API_KEY)), API_KEY, examples=3)
 
 
 def test_the_fuzz_reports_an_undocumented_error_body(translation_model, monkeypatch):

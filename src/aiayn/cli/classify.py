@@ -22,7 +22,7 @@ from aiayn.cli.train import (
     without_default_model,
 )
 from aiayn.errors import ConfigError
-from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
 
 DEFAULT_CONFIG = CONFIGS / "brackets.yaml"
 TSV_CONFIG = CONFIGS / "classify_tsv.yaml"  # the default with --tsv
@@ -76,6 +76,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         check_resume_alone(args, "tsv", "valid_tsv", "tokenizer")
         run_dir = args.resume
+        check_resumable(run_dir)
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         if args.valid_tsv and not args.tsv:

@@ -18,15 +18,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiayn.cli.arguments import bounded_int, device_option, finite_float
+from aiayn.cli.arguments import bounded_int, device_option, number_type
 from aiayn.cli.train import (
     add_run_arguments,
     check_resume_alone,
     init_from_override,
     without_default_model,
 )
+from aiayn.decoding_options import GENERATE_TOP_K, SEED, TEMPERATURE, TOP_P
 from aiayn.errors import ConfigError
-from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
 
 if TYPE_CHECKING:
     from aiayn.training.config import RunConfig
@@ -87,19 +88,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--max-new-tokens", type=bounded_int(0), default=500, metavar="N", help="default 500"
     )
     generate.add_argument(
-        "--temperature", type=finite_float(0, 100), default=0.8, help="0 = greedy (default 0.8)"
+        "--temperature", type=number_type(TEMPERATURE), default=0.8, help="0 = greedy (default 0.8)"
     )
     generate.add_argument(
-        "--top-k", type=bounded_int(1), default=None, metavar="K", help="sample from the K best"
+        "--top-k", type=number_type(GENERATE_TOP_K), default=None, metavar="K", help="sample from the K best"
     )
     generate.add_argument(
         "--top-p",
-        type=finite_float(0, 1, low_open=True),
+        type=number_type(TOP_P),
         default=None,
         metavar="P",
         help="nucleus sampling mass, in (0, 1]",
     )
-    generate.add_argument("--seed", type=bounded_int(0), default=None, help="random seed (default: random)")
+    generate.add_argument("--seed", type=number_type(SEED), default=None,
+                          help="random seed (default: random)")
     generate.add_argument("--device", default="auto", help="'cpu', 'cuda', ... or 'auto'")
     generate.set_defaults(func=run_generate)
 
@@ -123,6 +125,7 @@ def run_train(args: argparse.Namespace) -> int:
     if args.resume is not None:
         check_resume_alone(args, "text", "tokenizer")
         run_dir = args.resume
+        check_resumable(run_dir)
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         path = args.config or DEFAULT_CONFIG

@@ -7,8 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from aiayn.cli.arguments import bounded_int, device_option, finite_float
-from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, QUANTIZATIONS
+from aiayn.cli.arguments import bounded_int, device_option, number_type
+from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, LENGTH_PENALTY, QUANTIZATIONS
 from aiayn.errors import DataError
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
     """--beam, --alpha, --max-len (the paper's decoding settings, Sec. 6.1)."""
     parser.add_argument("--beam", type=bounded_int(1), default=4, help="beam size; 1 = greedy (default 4)")
-    parser.add_argument("--alpha", type=finite_float(0, 10), default=0.6,
+    parser.add_argument("--alpha", type=number_type(LENGTH_PENALTY), default=0.6,
                         help="length penalty alpha, 0..10 (default 0.6)")
     parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
                         help="output tokens allowed beyond the source length (default 50)")

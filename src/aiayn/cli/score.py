@@ -2,7 +2,9 @@
 
     aiayn score --model runs/multi30k --input test.de --ref test.en
 
-Prints one natural-log probability per line (the target's tokens and `<eos>`, summed).
+Prints one natural-log probability per line (the target's tokens and `<eos>`, summed). A blank
+line (empty or whitespace only) is scored like any other: an empty reference is the `<eos>` step
+alone, which is also the score `aiayn translate` gives a blank input line (its empty output).
 """
 
 from __future__ import annotations

@@ -151,12 +151,13 @@ def without_default_model(config: RunConfig, args: argparse.Namespace) -> RunCon
 def run(args: argparse.Namespace) -> int:
     from aiayn.tasks import default_config_path, load_config
     from aiayn.training.run import train_in_session
-    from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
+    from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
     from aiayn.translation.task import TRANSLATION_TASK
 
     if args.resume is not None:
         check_resume_alone(args, *(option[2:].replace("-", "_") for option in FILE_SHORTHANDS))
         run_dir = args.resume
+        check_resumable(run_dir)
         config = load_config(run_dir / CONFIG_FILE, args.overrides)
     else:
         shorthands = shorthand_overrides(args)

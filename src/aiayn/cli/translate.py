@@ -6,10 +6,12 @@
 
 Input is read and translated in chunks of lines (so a long stdin stream starts producing
 output at once), each chunk sorted into token-budget batches, and written in input order.
-Empty input lines give empty output lines. With `--nbest K` each input gives up to K lines
-`index<TAB>score<TAB>hypothesis` (0-based input line index, best first). A line longer than
-the model's max_len is truncated with a warning (`--on-long-line error`: stop with an error
-naming the line instead).
+Blank input lines (empty or whitespace only) give empty output lines, not decoded; their score
+(`--nbest`, jsonl) is that of the empty output with its `<eos>`, as `aiayn score` of the line and
+an empty reference gives it (jsonl: `token_scores` is that one `<eos>` value). With `--nbest K`
+each input gives up to K lines `index<TAB>score<TAB>hypothesis` (0-based input line index, best
+first). A line longer than the model's max_len is truncated with a warning (`--on-long-line
+error`: stop with an error naming the line instead).
 
 `--format jsonl` prints one JSON object per output instead: `line` (0-based input line),
 `rank` (0 = best), `text`, `score`; with `--scores` also `token_scores` (the model's plain
@@ -35,7 +37,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
-from aiayn.cli.arguments import bounded_int, finite_float
+from aiayn.cli.arguments import bounded_int, number_type
 from aiayn.cli.options import (
     add_compile_argument,
     add_model_arguments,
@@ -45,8 +47,17 @@ from aiayn.cli.options import (
     one_line,
     search_settings,
 )
-from aiayn.decoding_options import LONG_LINE_ACTIONS
-from aiayn.errors import DataError
+from aiayn.decoding_options import (
+    LONG_LINE_ACTIONS,
+    MAX_OUTPUT_RATIO,
+    NO_REPEAT_NGRAM_SIZE,
+    REPETITION_PENALTY,
+    SEED,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+)
+from aiayn.errors import DataError, DecodingError
 from aiayn.files import atomic_path
 
 if TYPE_CHECKING:
@@ -63,20 +74,23 @@ def add_control_arguments(parser: argparse.ArgumentParser) -> None:
                        help="target prefix of every output: forced, then continued")
     group.add_argument("--sample", action="store_true",
                        help="draw each token (--top-k, --top-p, --temperature) instead of searching")
-    group.add_argument("--top-k", type=bounded_int(0), default=None, metavar="K",
+    group.add_argument("--top-k", type=number_type(TOP_K), default=None, metavar="K",
                        help="--sample: from the K most probable tokens (0: all)")
-    group.add_argument("--top-p", type=finite_float(0, 1, low_open=True), default=None, metavar="P",
+    group.add_argument("--top-p", type=number_type(TOP_P), default=None, metavar="P",
                        help="--sample: from the nucleus of probability mass P, 0 < P <= 1")
-    group.add_argument("--temperature", type=finite_float(0), default=1.0, metavar="T",
+    group.add_argument("--temperature", type=number_type(TEMPERATURE), default=1.0, metavar="T",
                        help="--sample: divide the logits by T (0: arg-max; default 1)")
-    group.add_argument("--seed", type=bounded_int(0, 2**63 - 1), default=None, metavar="N",
+    group.add_argument("--seed", type=number_type(SEED), default=None, metavar="N",
                        help="--sample: random seed (the same seed gives the same outputs)")
-    group.add_argument("--no-repeat-ngram-size", type=bounded_int(0), default=0, metavar="N",
+    group.add_argument("--no-repeat-ngram-size", type=number_type(NO_REPEAT_NGRAM_SIZE), default=0,
+                       metavar="N",
                        help="never repeat an n-gram of N tokens in an output (0: off)")
-    group.add_argument("--repetition-penalty", type=finite_float(0, low_open=True), default=1.0, metavar="P",
-                       help="penalise the logits of tokens already generated (CTRL; 1: off)")
-    group.add_argument("--max-output-ratio", type=finite_float(0, low_open=True), default=None, metavar="R",
-                       help="outputs have at most ceil(R x source tokens) tokens, <eos> included")
+    group.add_argument("--repetition-penalty", type=number_type(REPETITION_PENALTY), default=1.0, metavar="P",
+                       help="penalise the logits of tokens already generated (CTRL; 1: off; a positive "
+                       "float32 number)")
+    group.add_argument("--max-output-ratio", type=number_type(MAX_OUTPUT_RATIO), default=None, metavar="R",
+                       help="outputs have at most ceil(R x source tokens) tokens, <eos> included "
+                       "(0 < R <= 1000)")
 
 
 def control_settings(args: argparse.Namespace) -> dict:
@@ -111,7 +125,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="with --format jsonl: per-token and per-word log-probabilities")
     parser.add_argument("--alignments", action="store_true",
                         help="with --format jsonl: source-output word alignment, Pharaoh format "
-                        "(src-tgt word indices; not available with a CTranslate2 model)")
+                        "(src-tgt: indices of the whitespace-separated words of the input line and of "
+                        "the output; not available with a CTranslate2 model)")
     parser.add_argument("--chunk-lines", type=bounded_int(1), default=500, metavar="N",
                         help="lines read and translated at a time (1 when stdin is a terminal)")
     parser.add_argument("--on-long-line", choices=LONG_LINE_ACTIONS, default="truncate",
@@ -188,12 +203,17 @@ def format_jsonl(first_index: int, nbest: list[list[Translation]], translator: T
     from aiayn.inference.words import translation_details
 
     tokenizer = translator.tokenizers.target
-    return [
-        json.dumps({"line": first_index + i, "rank": rank, "text": entry.text, "score": entry.score,
-                    **translation_details(entry, tokenizer)}, ensure_ascii=False)
-        for i, entries in enumerate(nbest)
-        for rank, entry in enumerate(entries)
-    ]
+    lines = []
+    for i, entries in enumerate(nbest):
+        for rank, entry in enumerate(entries):
+            record = {"line": first_index + i, "rank": rank, "text": entry.text, "score": entry.score,
+                      **translation_details(entry, tokenizer)}
+            try:  # strict JSON: NaN and Infinity are not JSON numbers
+                lines.append(json.dumps(record, ensure_ascii=False, allow_nan=False))
+            except ValueError:
+                raise DecodingError(f"line {first_index + i + 1}: a score of the output is not a finite "
+                                    "number; nothing was output for it") from None
+    return lines
 
 
 # ------------------------------------------------------------------ command

@@ -184,6 +184,45 @@ def count_lines(path: str | Path) -> int:
     return lines + (last != b"\n")
 
 
+def check_text_file(path: str | Path) -> int:
+    """Read all of `path` once, streamed, and return its number of lines (as `count_lines`
+    counts them): a file that is missing, unreadable, not UTF-8 (a binary file) or empty ->
+    :class:`DataError` naming it (and the line). What a run checks before it claims its
+    directory."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    lines, last, size = 0, b"\n", 0
+    with open_binary(path) as handle:
+        try:
+            while chunk := handle.read(READ_CHUNK):
+                try:
+                    decoder.decode(chunk)
+                except UnicodeDecodeError as err:
+                    line = lines + chunk.count(b"\n", 0, max(err.start, 0)) + 1
+                    raise DataError(f"{path}: line {line} is not valid UTF-8 ({err.reason})") from None
+                lines += chunk.count(b"\n")
+                last, size = chunk[-1:], size + len(chunk)
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError as err:
+            raise DataError(f"{path}: line {lines + 1} is not valid UTF-8 ({err.reason})") from None
+        except (OSError, EOFError, zlib.error) as err:
+            raise DataError(f"cannot read corpus file {path}: {err}") from err
+    if size == 0:
+        raise DataError(f"corpus file is empty: {path}")
+    return lines + (last != b"\n")
+
+
+def check_parallel_files(src_path: str | Path, tgt_path: str | Path) -> int:
+    """`check_text_file` of both files, and their line counts equal: the number of pairs."""
+    src, tgt = check_text_file(src_path), check_text_file(tgt_path)
+    if src != tgt:
+        raise DataError(
+            f"parallel files differ in length: {src_path} has {src} lines, {tgt_path} has {tgt} lines"
+        )
+    return src
+
+
 def count_parallel(src_path: str | Path, tgt_path: str | Path) -> int:
     """The number of line pairs of two parallel files; different counts or none -> DataError."""
     src, tgt = count_lines(src_path), count_lines(tgt_path)

@@ -39,7 +39,8 @@ def data_root() -> Path:
 def resolve_data_file(name: str | Path, what: str = "file") -> Path:
     """`name` as given when it exists, else relative to the data root.
 
-    A missing file raises `DataError` ("`what` not found: ..."), naming both places looked in.
+    A missing file raises `DataError` ("`what` not found: ..."), naming both places looked in; a
+    directory, "`what` is a directory, not a file: ...".
     """
     path = Path(name).expanduser()
     if path.is_file():
@@ -47,5 +48,7 @@ def resolve_data_file(name: str | Path, what: str = "file") -> Path:
     root = data_root()
     if not path.is_absolute() and (root / path).is_file():
         return (root / path).resolve()
+    if path.is_dir():
+        raise DataError(f"{what} is a directory, not a file: {name}")
     where = f" (nor under the data root {root})" if not path.is_absolute() else ""
     raise DataError(f"{what} not found: {name}{where}")

@@ -177,6 +177,25 @@ class SentencePieceTokenizer:
             ids.append(token_id)
         return ids
 
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """`encode(text)` and each piece's (start, end) character span in `text` (SentencePiece
+        gives byte offsets into the text it was given; a language code is its own span)."""
+        spans: list[tuple[int, int]] = []
+        rest = text
+        if text.startswith(">>") and (end := text.find("<<")) != -1 and text[: end + 2] in self.vocab:
+            spans, rest = [(0, end + 2)], text[end + 2 :]
+        shift = len(text) - len(rest)
+        char_at = [0] * (len(rest.encode("utf-8")) + 1)  # byte offset -> character offset
+        position = 0
+        for index, character in enumerate(rest):
+            width = len(character.encode("utf-8"))
+            char_at[position : position + width] = [index] * width
+            position += width
+        char_at[position] = len(rest)
+        pieces = self.processor.encode(rest, out_type="proto").pieces
+        spans += [(shift + char_at[p.begin], shift + char_at[p.end]) for p in pieces]
+        return self.encode(text), spans
+
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         return [self.encode(text) for text in texts]
 

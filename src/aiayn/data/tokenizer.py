@@ -215,6 +215,12 @@ class Tokenizer:
         """Token ids of `text`, without `<bos>`/`<eos>`."""
         return self.hf.encode(text, add_special_tokens=False).ids
 
+    def encode_with_offsets(self, text: str) -> tuple[list[int], list[tuple[int, int]]]:
+        """`encode(text)` and each token's (start, end) character span in `text` itself, as
+        `tokenizers` maps it back through normalisation ((0, 0): a token of no character)."""
+        encoding = self.hf.encode(text, add_special_tokens=False)
+        return encoding.ids, [(int(start), int(end)) for start, end in encoding.offsets]
+
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
         """Token ids of each text (parallel, through the Hugging Face batch encoder)."""
         encode = getattr(

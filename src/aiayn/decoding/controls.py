@@ -6,7 +6,8 @@ controls act on one step's next-token scores, given each row's generated tokens 
 
 - `repetition_penalty` p (Keskar et al. 2019, as CTranslate2): the logit of a token already
   generated in the row is divided by p when positive, multiplied by p when negative, before
-  the softmax;
+  the softmax (the result kept within +-`PENALISED_LOGIT_LIMIT`, so no p makes a score NaN or
+  infinite);
 - `no_repeat_ngram_size` n: a token that would complete an n-gram already in the row is never
   generated (its log-probability is -inf after the softmax, as `<pad>`/`<bos>`);
 - `prefix`: while a row's prefix lasts, its next token is the prefix's (log-probability as the
@@ -16,20 +17,40 @@ controls act on one step's next-token scores, given each row's generated tokens 
 - `sample` (greedy only): the next token is drawn from softmax(logits / temperature) cut to
   the top-k / nucleus top-p (`aiayn.decoding.sampling.filter_logits`), from a generator seeded
   with `seed`: the same seed gives the same outputs.
+
+The range of every numeric control is declared once, in `aiayn.decoding_options` (where each
+bound is derived), and checked here with it.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 from torch import Tensor
 
-from aiayn.decoding.common import log_probs
+from aiayn.decoding.common import Hypothesis, log_probs
 from aiayn.decoding.sampling import Sampling, filter_logits
-from aiayn.errors import ConfigError
+from aiayn.decoding_options import (
+    FLOAT32_MAX,
+    MAX_OUTPUT_RATIO,
+    NO_REPEAT_NGRAM_SIZE,
+    REPETITION_PENALTY,
+    SEED,
+)
+from aiayn.errors import ConfigError, DecodingError
+
+MAX_STEPS = 2**20
+"""More output steps than any model's positions allow (the sum rule of `PENALISED_LOGIT_LIMIT`)."""
+
+PENALISED_LOGIT_LIMIT = FLOAT32_MAX / (4 * MAX_STEPS)
+"""The largest size of a penalised logit. With every penalised logit within +-C, a step's
+log-probability of a token whose logit is not larger than C is at least -2C - ln V, so a
+sentence of up to MAX_STEPS steps sums to at least -MAX_STEPS x (2C + ln V) > -FLOAT32_MAX:
+finite. (A positive logit divided by a tiny p would otherwise overflow to inf, and the softmax
+of inf is NaN.)"""
 
 
 @dataclass(frozen=True)
@@ -46,17 +67,17 @@ class Controls:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        if self.no_repeat_ngram_size < 0:
-            raise ConfigError(f"no_repeat_ngram_size must be >= 0, got {self.no_repeat_ngram_size}")
-        if not (math.isfinite(self.repetition_penalty) and self.repetition_penalty > 0):
-            raise ConfigError(
-                f"repetition_penalty must be a finite number > 0, got {self.repetition_penalty}"
-            )
-        if self.max_output_ratio is not None and not (
-            math.isfinite(self.max_output_ratio) and self.max_output_ratio > 0
-        ):
-            raise ConfigError(f"max_output_ratio must be a finite number > 0, got {self.max_output_ratio}")
+        NO_REPEAT_NGRAM_SIZE.check("no_repeat_ngram_size", self.no_repeat_ngram_size)
+        REPETITION_PENALTY.check("repetition_penalty", self.repetition_penalty)
+        if self.max_output_ratio is not None:
+            MAX_OUTPUT_RATIO.check("max_output_ratio", self.max_output_ratio)
+        if self.seed is not None:
+            SEED.check("seed", self.seed)
         Sampling(self.temperature, self.top_k, self.top_p)  # checks them
+
+    def changed(self) -> dict[str, object]:
+        """The controls set to something other than their default, by name (for messages)."""
+        return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) != f.default}
 
     @property
     def sampling(self) -> Sampling:
@@ -97,7 +118,8 @@ def penalize_repetitions(logits: Tensor, history: Tensor, penalty: float) -> Ten
     if penalty == 1.0 or history.size(1) == 0:
         return logits
     seen = logits.gather(1, history)  # (R, t)
-    return logits.scatter_(1, history, torch.where(seen > 0, seen / penalty, seen * penalty))
+    penalised = torch.where(seen > 0, seen / penalty, seen * penalty)
+    return logits.scatter_(1, history, penalised.clamp_(-PENALISED_LOGIT_LIMIT, PENALISED_LOGIT_LIMIT))
 
 
 def block_ngrams(logp: Tensor, history: Tensor, size: int) -> Tensor:
@@ -170,3 +192,19 @@ def draw(logits: Tensor, controls: Controls, generator: torch.Generator) -> Tens
     temperature = max(controls.temperature, torch.finfo(shifted.dtype).tiny)
     probs = filter_logits(shifted / temperature, controls.top_k, controls.top_p).softmax(dim=-1)
     return torch.multinomial(probs, 1, generator=generator).squeeze(1)
+
+
+def check_finite_scores(
+    results: Sequence[Sequence[Hypothesis]], controls: Controls, alpha: float, line_offset: int = 0
+) -> None:
+    """The last check before any output: a hypothesis whose score is NaN or infinite is never
+    printed nor returned, but a `DecodingError` (one line) naming the line and the options set."""
+    for i, hyps in enumerate(results):
+        bad = next((h.score for h in hyps if not math.isfinite(h.score)), None)
+        if bad is not None:
+            options = {"alpha": alpha} | controls.changed()
+            shown = ", ".join(f"{name}={value!r}" for name, value in options.items())
+            raise DecodingError(
+                f"line {line_offset + i + 1}: decoding gave a score of {bad} (not a finite number) "
+                f"with {shown}; nothing was output for it: try other values of these options"
+            )

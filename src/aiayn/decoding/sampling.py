@@ -11,14 +11,14 @@ so the same seed gives the same text whatever else the program does.
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 
-from aiayn.errors import ConfigError, DataError
+from aiayn.decoding_options import TEMPERATURE, TOP_K, TOP_P
+from aiayn.errors import DataError
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.kv_cache import DecoderCache
 
@@ -64,12 +64,11 @@ class Sampling:
     top_p: float | None = None
 
     def __post_init__(self) -> None:
-        if not math.isfinite(self.temperature) or self.temperature < 0:
-            raise ConfigError(f"temperature must be a finite number >= 0, got {self.temperature}")
-        if self.top_k is not None and self.top_k < 0:
-            raise ConfigError(f"top_k must be >= 0, got {self.top_k}")
-        if self.top_p is not None and not 0 < self.top_p <= 1:
-            raise ConfigError(f"top_p must be in (0, 1], got {self.top_p}")
+        TEMPERATURE.check("temperature", self.temperature)  # the ranges: aiayn.decoding_options
+        if self.top_k is not None:
+            TOP_K.check("top_k", self.top_k)
+        if self.top_p is not None:
+            TOP_P.check("top_p", self.top_p)
 
 
 def sample_stream(
@@ -145,6 +144,8 @@ def _next_token(
     # temperature from turning the largest logits into inf (and the probabilities into NaN):
     # as temperature -> 0 the shifted logits go to 0 for the arg-max and -inf elsewhere.
     shifted = logits - logits.amax(dim=-1, keepdim=True)  # (1, V), <= 0
-    probs = filter_logits(shifted / sampling.temperature, sampling.top_k, sampling.top_p).softmax(dim=-1)
+    # a temperature below the smallest normal float32 would be 0 in it (0 / 0 = nan at the max)
+    temperature = max(sampling.temperature, torch.finfo(shifted.dtype).tiny)
+    probs = filter_logits(shifted / temperature, sampling.top_k, sampling.top_p).softmax(dim=-1)
     return int(torch.multinomial(probs, 1, generator=generator))
 

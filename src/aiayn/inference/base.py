@@ -23,7 +23,7 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.decoding.common import Hypothesis, output_length_limit
-from aiayn.decoding.controls import NO_CONTROLS, Controls
+from aiayn.decoding.controls import NO_CONTROLS, Controls, check_finite_scores
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError, DataError
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation
@@ -179,7 +179,28 @@ class TranslatorBase:
             )
             for i, hyps in zip(todo, found, strict=True):
                 results[i] = hyps
+        if exact_scores:
+            self._score_blank_lines(texts, results, line_offset, on_long_line, batch_tokens, encoded_sources)
+        check_finite_scores(results, controls, alpha, line_offset)
         return results
+
+    def _score_blank_lines(
+        self, texts: Sequence[str], results: list[list[Hypothesis]], line_offset: int, on_long_line: str,
+        batch_tokens: int, encoded_sources: dict[int, list[int]] | None,
+    ) -> None:
+        """The one rule for a blank (empty or whitespace-only) line, shared with `score`: nothing is
+        decoded, its output is empty, and that empty output is scored with its `<eos>`, as
+        `score(line, "")` scores it (|Y| = 1, so the length penalty is 1); in place."""
+        blank = [i for i, text in enumerate(texts) if not text.strip()]
+        if not blank:
+            return
+        numbers = [line_offset + i + 1 for i in blank]
+        ids = self._encode([texts[i] for i in blank], "source", numbers, on_long_line)
+        scores = self._score_ids(ids, [[] for _ in blank], batch_tokens)
+        for i, score in zip(blank, scores, strict=True):
+            results[i] = [Hypothesis([], float(score))]
+        if encoded_sources is not None:
+            encoded_sources.update(zip(blank, ids, strict=True))
 
     def _prefixes(
         self, prefix: str | Sequence[str | None] | None, texts: Sequence[str], todo: list[int],
@@ -235,7 +256,7 @@ class TranslatorBase:
         flat = iter(self.tokenizers.target.decode_batch([h.tokens for hyps in hypotheses for h in hyps]))
         results = [[Translation(next(flat), float(h.score), h.tokens) for h in hyps] for hyps in hypotheses]
         if token_scores or alignments:
-            self._add_details(results, sources, batch_tokens, token_scores, alignments)
+            self._add_details(results, sources, batch_tokens, token_scores, alignments, texts)
         return results
 
     def check_alignments(self) -> None:
@@ -243,10 +264,11 @@ class TranslatorBase:
 
     def _add_details(
         self, results: list[list[Translation]], sources: dict[int, list[int]], batch_tokens: int,
-        token_scores: bool, alignments: bool,
+        token_scores: bool, alignments: bool, texts: Sequence[str],
     ) -> None:
-        """Fill `token_scores` / `alignment` of every translation in `results`, in place."""
-        from aiayn.inference.words import align_words, token_words
+        """Fill `token_scores` / `alignment` of every translation in `results`, in place (the
+        alignments in words of `texts`, the input lines)."""
+        from aiayn.inference.words import align_words, source_token_words, token_words
 
         pairs = [(i, k) for i, hyps in enumerate(results) for k in range(len(hyps)) if i in sources]
         src = [sources[i] for i, _ in pairs]
@@ -254,7 +276,7 @@ class TranslatorBase:
         scores = self._token_log_probs(src, tgt, batch_tokens) if token_scores and pairs else None
         maps = self._cross_attention(src, tgt) if alignments and pairs else None
         source_tokenizer, target_tokenizer = self.tokenizers.source, self.tokenizers.target
-        for hyps in results:  # empty texts: nothing decoded, nothing to score or align
+        for hyps in results:  # every text decoded or blank is in `sources`; these are filled below
             hyps[:] = [h._replace(token_scores=[] if token_scores else None,
                                   alignment=[] if alignments else None) for h in hyps]
         for n, (i, k) in enumerate(pairs):
@@ -262,7 +284,8 @@ class TranslatorBase:
             if scores is not None:
                 entry = entry._replace(token_scores=scores[n])
             if maps is not None:
-                words = token_words(source_tokenizer, src[n]), token_words(target_tokenizer, tgt[n])
+                words = (source_token_words(source_tokenizer, texts[i], len(src[n])),
+                         token_words(target_tokenizer, tgt[n]))
                 entry = entry._replace(alignment=align_words(maps[n], *words))
             results[i][k] = entry
 

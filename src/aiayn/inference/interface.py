@@ -28,7 +28,9 @@ class Translation(NamedTuple):
     `<eos>` (len(tokens) + 1 values, but no `<eos>` step for an output cut at the model's max_len;
     their sum is `score(source, text)`); decoding controls
     change which tokens are chosen, not these values. `alignment` (when asked): (source word,
-    output word) links (`aiayn.inference.words`). An empty text gives [] for both.
+    output word) links (`aiayn.inference.words`). A blank text (empty or whitespace only) gives an
+    empty output scored with its `<eos>`: `score` and `token_scores` are `score(text, "")`'s (one
+    value, the `<eos>` step), the alignment [].
     """
 
     text: str
@@ -91,10 +93,11 @@ class Translator(Protocol):
         *, prefix: str | Sequence[str | None] | None = None, token_scores: bool = False,
         alignments: bool = False, **controls: Any,
     ) -> list[list[Translation]]:
-        """For each text up to `nbest` (1 <= nbest <= beam) `Translation`s, best first; an
-        empty text gives `[Translation('', 0.0, [])]`. `token_scores` / `alignments`: fill
-        those fields (one teacher-forced pass more each; a runtime without the attention
-        raises `ConfigError`). Other arguments as `translate`."""
+        """For each text up to `nbest` (1 <= nbest <= beam) `Translation`s, best first; a
+        blank text (empty or whitespace only) is not decoded: it gives `[Translation('', s, [])]`, s
+        the score of its empty output with `<eos>`, `score([text], [""])` (the same rule everywhere).
+        `token_scores` / `alignments`: fill those fields (one teacher-forced pass more each; a
+        runtime without the attention raises `ConfigError`). Other arguments as `translate`."""
         ...
 
     def score(

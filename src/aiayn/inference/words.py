@@ -1,8 +1,13 @@
 """Words of a translation: per-word scores and source-target word alignments (Pharaoh format).
 
-A *word* is a whitespace-separated word of the detokenized text; a token belongs to the word
-its decoded text ends in (`token_words`), so the subwords of a word are merged. Word indices
-count from 0 in the detokenized source and output, as fairseq, Marian and fast_align do.
+A *word* is a whitespace-separated word (`str.split()`: tabs and repeated spaces separate
+words too) of the text the user sees: the input line as given, and the output as printed. Word
+indices count from 0 in those, as fairseq, Marian and fast_align do, whatever the tokenizer drops
+or normalises. A source token belongs to the word its characters are in, found through the token
+offsets the tokenizer gives (`source_token_words`); a source word with no token left (a character
+the vocabulary cannot represent and drops) has no link. An output token belongs to the word its
+decoded text ends in (`token_words`; the printed output is that decoded text), so the subwords of
+a word are merged.
 
 Per-token scores are the model's plain log-probabilities of the output's tokens, `<eos>` last
 (`Translation.token_scores`: len(tokens) + 1 values, whose sum is `aiayn score` of the pair);
@@ -19,6 +24,7 @@ summed; each output word is linked to the source word it attends to most.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -44,6 +50,34 @@ def token_words(tokenizer: Tokenizer, ids: Sequence[int]) -> list[int]:
     return words
 
 
+def word_spans(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each whitespace-separated word of `text`, as `text.split()` splits it."""
+    spans, start = [], None
+    for index, character in enumerate(text):
+        if character.isspace():
+            if start is not None:
+                spans.append((start, index))
+                start = None
+        elif start is None:
+            start = index
+    if start is not None:
+        spans.append((start, len(text)))
+    return spans
+
+
+def source_token_words(tokenizer: Tokenizer, text: str, count: int) -> list[int | None]:
+    """The word of `text` (the line as the user gave it) that each of its first `count` tokens
+    comes from: the word holding the token's first character that is not whitespace, through the
+    tokenizer's offsets; None for a token of no character of any word."""
+    _, offsets = tokenizer.encode_with_offsets(text)
+    starts = [start for start, _ in word_spans(text)]
+    words: list[int | None] = []
+    for start, end in offsets[:count]:
+        first = next((i for i in range(start, min(end, len(text))) if not text[i].isspace()), None)
+        words.append(None if first is None else bisect.bisect_right(starts, first) - 1)
+    return words + [None] * (count - len(words))
+
+
 def word_scores(token_scores: Sequence[float], words: Sequence[int]) -> list[float]:
     """Each word's score: the sum of its tokens' (`token_scores` may end with the `<eos>`
     step, which belongs to no word)."""
@@ -54,28 +88,32 @@ def word_scores(token_scores: Sequence[float], words: Sequence[int]) -> list[flo
 
 
 def align_words(
-    cross: np.ndarray, source_words: Sequence[int], target_words: Sequence[int],
+    cross: np.ndarray, source_words: Sequence[int | None], target_words: Sequence[int],
     layer: int = ALIGNMENT_LAYER, head: int | None = None, row_shift: int = ALIGNMENT_ROW_SHIFT,
 ) -> list[tuple[int, int]]:
     """(source word, output word) links from one pair's attention.
 
     Args:
         cross: (L, H, T, S) attention: rows `<bos>` + output tokens, columns source tokens + `<eos>`.
-        source_words, target_words: the word of each source / output token (`token_words`).
+        source_words: the word of each source token in the input line (`source_token_words`;
+            None: a token of no word).
+        target_words: the word of each output token (`token_words`).
         layer, head, row_shift: the policy (defaults: the documented one; `head` None = the
             mean of the heads; `row_shift` 0 = the row predicting the token, 1 = the row reading it).
 
     Returns:
         One link per output word, in output word order.
     """
-    if not target_words or not source_words:
+    columns = [(column, word) for column, word in enumerate(source_words) if word is not None]
+    if not target_words or not columns:
         return []
     attention = cross[layer].mean(axis=0) if head is None else cross[layer, head]  # (T, S)
     rows = attention[row_shift : row_shift + len(target_words), : len(source_words)]
     target_words = target_words[: rows.shape[0]]  # a row past the model's max_len: none
-    num_target, num_source = max(target_words) + 1, max(source_words) + 1
-    by_word = np.zeros((num_target, num_source))
-    for column, word in enumerate(source_words):
+    num_target, num_source = max(target_words) + 1, max(word for _, word in columns) + 1
+    by_word = np.full((num_target, num_source), -1.0)  # a source word with no token: never linked
+    by_word[:, sorted({word for _, word in columns})] = 0.0
+    for column, word in columns:
         by_word[:, word] += _mean_rows(rows[:, column], target_words, num_target)
     return [(int(by_word[t].argmax()), t) for t in range(num_target)]
 

@@ -3,7 +3,8 @@
 Requests are strict: a field of the wrong type (`"beam": "4"`, `"beam": 2.5`, `"text": "a"`
 where a list is expected) or an unknown field is refused (422) rather than coerced or
 ignored. Limits that depend on the model or on the command line (sentences per request,
-tokens per sentence, new tokens) are checked by the app, which names the option.
+tokens per sentence, new tokens) are checked by the app, which names the option. The ranges of the
+numeric decoding fields are `aiayn.decoding_options`' (the command line's too).
 """
 
 from __future__ import annotations
@@ -11,6 +12,18 @@ from __future__ import annotations
 from typing import Annotated, Any, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from aiayn.decoding_options import (
+    GENERATE_TOP_K,
+    LENGTH_PENALTY,
+    MAX_OUTPUT_RATIO,
+    NO_REPEAT_NGRAM_SIZE,
+    REPETITION_PENALTY,
+    SEED,
+    TEMPERATURE,
+    TOP_K,
+    TOP_P,
+)
 
 MAX_BEAM = 16
 """The largest beam a request may ask for (a larger one costs much and gains nothing)."""
@@ -60,20 +73,26 @@ class TranslateRequest(Strict):
 
     text: list[Text] = Field(description="source sentences")
     beam: int = Field(4, ge=1, le=MAX_BEAM, description="beam size; 1 = greedy search")
-    alpha: float = Field(0.6, ge=0.0, le=10.0, allow_inf_nan=False, description="length penalty exponent")
+    alpha: float = Field(0.6, **LENGTH_PENALTY.schema_bounds(), allow_inf_nan=False,
+                         description="length penalty exponent")
     nbest: int = Field(1, ge=1, le=MAX_BEAM, description="translations per sentence (<= beam)")
     prefix: Text | list[Text | None] | None = Field(
         None, description="target prefix, forced then continued: one for all sentences or one per sentence"
     )
     sample: bool = Field(False, description="draw each token instead of searching (beam unused)")
-    top_k: int | None = Field(None, ge=0, description="sample: from the k most probable tokens (0: all)")
-    top_p: float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False, description="sample: nucleus mass")
-    temperature: float = Field(1.0, ge=0.0, le=100.0, allow_inf_nan=False, description="sample: 0 = arg-max")
-    seed: int | None = Field(None, ge=0, lt=2**63, description="sample: random seed (default: a fresh one)")
-    no_repeat_ngram_size: int = Field(0, ge=0, description="never repeat an n-gram of this size (0: off)")
-    repetition_penalty: float = Field(1.0, gt=0.0, le=100.0, allow_inf_nan=False,
+    top_k: int | None = Field(None, **TOP_K.schema_bounds(), description="sample: from the k most probable "
+                              "tokens (0: all)")
+    top_p: float | None = Field(None, **TOP_P.schema_bounds(), allow_inf_nan=False,
+                                description="sample: nucleus mass")
+    temperature: float = Field(1.0, **TEMPERATURE.schema_bounds(), allow_inf_nan=False,
+                               description="sample: 0 = arg-max")
+    seed: int | None = Field(None, **SEED.schema_bounds(),
+                             description="sample: random seed (default: a fresh one)")
+    no_repeat_ngram_size: int = Field(0, **NO_REPEAT_NGRAM_SIZE.schema_bounds(),
+                                      description="never repeat an n-gram of this size (0: off)")
+    repetition_penalty: float = Field(1.0, **REPETITION_PENALTY.schema_bounds(), allow_inf_nan=False,
                                       description="penalise tokens already generated (1: off)")
-    max_output_ratio: float | None = Field(None, gt=0.0, le=1000.0, allow_inf_nan=False,
+    max_output_ratio: float | None = Field(None, **MAX_OUTPUT_RATIO.schema_bounds(), allow_inf_nan=False,
                                            description="output tokens <= ceil(ratio x source tokens)")
     token_scores: bool = Field(False, description="also return each translation's token_scores, words and "
                                "word_scores (the model's plain log-probabilities)")
@@ -126,10 +145,13 @@ class GenerateRequest(Strict):
 
     prompt: Text = Field("", description="the text to continue (empty: start from <bos>)")
     max_new_tokens: int = Field(100, ge=0, description="the most tokens generated")
-    temperature: float = Field(0.8, ge=0.0, le=100.0, allow_inf_nan=False, description="0 = greedy")
-    top_k: int | None = Field(None, ge=1, description="sample from the k most probable tokens")
-    top_p: float | None = Field(None, gt=0.0, le=1.0, allow_inf_nan=False, description="nucleus mass")
-    seed: int | None = Field(None, ge=0, lt=2**63, description="random seed (default: a fresh one)")
+    temperature: float = Field(0.8, **TEMPERATURE.schema_bounds(), allow_inf_nan=False,
+                               description="0 = greedy")
+    top_k: int | None = Field(None, **GENERATE_TOP_K.schema_bounds(),
+                              description="sample from the k most probable tokens")
+    top_p: float | None = Field(None, **TOP_P.schema_bounds(), allow_inf_nan=False,
+                                description="nucleus mass")
+    seed: int | None = Field(None, **SEED.schema_bounds(), description="random seed (default: a fresh one)")
 
 
 class GenerateResponse(BaseModel):

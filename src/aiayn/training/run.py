@@ -5,7 +5,8 @@
 model, classifier; see `aiayn.training.task`):
 
 1. check the config for the task (and that `train.validation_metric` is one it reports);
-2. prepare the run directory and take its lock, held until the run ends (rank 0; see
+2. check the data files (`Task.check_data`: found, readable, UTF-8, line-aligned), then
+   prepare the run directory and take its lock, held until the run ends (rank 0; see
    `aiayn.training.run_lock`), and copy aiayn's log to its `train.log` (rank 0);
 3. set the thread count, the seed and the process's memory settings (`aiayn.training.memory`);
 4. prepare the data: rank 0 trains or loads the tokenizer (`data.tokenizer`, see
@@ -18,6 +19,9 @@ model, classifier; see `aiayn.training.task`):
    checkpoints, metrics and the best model);
 6. reload the best model (rank 0), add the task's final results, write `results.json`.
 
+A start that fails before training begins removes the run directory it made (see
+`hold_run_dir`), so the same command runs again once the error is fixed.
+
 `train_in_session` runs it alone or under torchrun, as the `aiayn ... train` commands do.
 """
 
@@ -28,7 +32,7 @@ import json
 import logging
 import shlex
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -56,7 +60,14 @@ from aiayn.training.distributed import (
 from aiayn.training.init_from import MODEL_CLASSES, InitSource, freeze
 from aiayn.training.loss import validation_loss
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
-from aiayn.training.run_dir import CONFIG_FILE, log_to_file, prepare_run_dir
+from aiayn.training.run_dir import (
+    CONFIG_FILE,
+    RunStart,
+    fresh_run_dir,
+    log_to_file,
+    prepare_run_dir,
+    remove_failed_start,
+)
 from aiayn.training.state import StopRequested, TrainState
 from aiayn.training.task import DataT, Task, TokenizerT, find_metric
 from aiayn.training.trackers import check_trackers
@@ -89,8 +100,12 @@ def run_task(
     check_trackers(config.train.report_to)  # a tracker not installed: before any work
     find_metric(config.train.validation_metric, task.metrics)  # fail before any work
     check_auto_supported(config, task.measures_corpus)
-    with hold_run_dir(run_dir, resume, overwrite, dist), log_to_file(run_dir, enabled=dist.is_main):
-        return _train_and_report(task, config, run_dir, resume, dist)
+    check_data = partial(task.check_data, config)  # before the run directory is claimed
+    with (
+        hold_run_dir(run_dir, resume, overwrite, dist, check_data) as start,
+        log_to_file(run_dir, enabled=dist.is_main),
+    ):
+        return _train_and_report(task, config, run_dir, resume, dist, start)
 
 
 def check_data_settings(task: Task[Any, Any], config: RunConfig) -> None:
@@ -117,13 +132,23 @@ def check_implementation(task: Task[Any, Any], implementation: str) -> None:
 
 
 @contextlib.contextmanager
-def hold_run_dir(run_dir: Path, resume: bool, overwrite: bool, dist: DistContext) -> Iterator[None]:
-    """Rank 0 prepares the run directory and holds its lock while the block runs (see
-    `aiayn.training.run_lock`); the other ranks wait for the outcome and stop with rank 0's
-    error when it could not."""
-    lock, failure = None, None
+def hold_run_dir(
+    run_dir: Path, resume: bool, overwrite: bool, dist: DistContext,
+    check_data: Callable[[], None] | None = None,
+) -> Iterator[RunStart]:
+    """Rank 0 checks the data (`check_data`: `Task.check_data`), then prepares the run directory
+    and holds its lock while the block runs (see `aiayn.training.run_lock`); the other ranks wait
+    for the outcome and stop with rank 0's error when it could not.
+
+    A start that fails before training begins (`RunStart.began`; a check that can only come with
+    the data, such as the tokenizer's) removes the directory it claimed, when it made it or emptied
+    it (`--overwrite`), and says so: what is left never blocks the next try."""
+    lock, failure, claimed = None, None, False
     if dist.is_main:
         try:
+            if check_data is not None:
+                check_data()
+            claimed = fresh_run_dir(run_dir, resume, overwrite)
             lock = prepare_run_dir(run_dir, resume, overwrite)
         except AiaynError as error:
             failure = error
@@ -132,8 +157,14 @@ def hold_run_dir(run_dir: Path, resume: bool, overwrite: bool, dist: DistContext
         raise failure
     if message is not None:
         raise ConfigError(message)
+    start = RunStart()
     with lock or contextlib.nullcontext():
-        yield
+        try:
+            yield start
+        except AiaynError:
+            if dist.is_main and claimed and not start.began:
+                remove_failed_start(run_dir)
+            raise
 
 
 def resolve_init(
@@ -227,7 +258,8 @@ def _store_data(
 
 
 def _train_and_report(
-    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext
+    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext,
+    start: RunStart | None = None,
 ) -> dict[str, Any]:
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
@@ -299,6 +331,8 @@ def _train_and_report(
                                task.loss)
         log.info("validation loss of %s before training: %.4f", init.source, loss)
         initial = {"init_val_loss": loss}
+    if start is not None:
+        start.began = True  # from here, the run directory holds a run
     state = trainer.fit(resume=resume)
     release_free_memory()  # the training step's heap, before the final evaluation's
     results = summary(state, trainer.clock.elapsed_s(), task.target_unit) | {

@@ -17,6 +17,8 @@ from aiayn.errors import ConfigError
 from aiayn.files import atomic_write_text
 from aiayn.training.run_lock import LOCK_FILE, RunDirLock
 
+log = logging.getLogger(__name__)
+
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "train_config.yaml"
 MIN_FREE_BYTES = 200 * 1024 * 1024  # refuse to start with less free disk than this
@@ -39,15 +41,14 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunDirLock:
     if run_dir.exists() and not run_dir.is_dir():
         raise ConfigError(f"run directory {run_dir} is not a directory")
     existing = [p for p in run_dir.iterdir() if p.name != LOCK_FILE] if run_dir.is_dir() else []
-    if resume and not (run_dir / CONFIG_FILE).is_file():
-        raise ConfigError(f"cannot resume: {run_dir} is not a run directory ({CONFIG_FILE} missing)")
+    if resume:
+        check_resumable(run_dir)
     if existing and not resume and not overwrite:
         if (run_dir / LOCK_FILE).is_file():
             RunDirLock.acquire(run_dir).release()  # in use: say by whom
-        raise ConfigError(
-            f"run directory {run_dir} already exists; pass --resume {run_dir} to continue it "
-            "or --overwrite to start again"
-        )
+        if not failed_start_leftovers(run_dir):
+            raise ConfigError(already_exists(run_dir))
+        overwrite = True  # a failed start's log alone: this start takes the directory over
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         probe = run_dir / f".write_test-{os.getpid()}"
@@ -72,6 +73,61 @@ def prepare_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> RunDirLock:
             else:
                 path.unlink(missing_ok=True)
     return lock
+
+
+FAILED_START_FILES = frozenset({LOCK_FILE, "train.log"})
+"""What a start that stopped before training leaves at most, besides nothing: its lock and its log."""
+
+
+def failed_start_leftovers(run_dir: Path) -> bool:
+    """Whether directory `run_dir` holds nothing but a failed start's lock and log (no run to
+    resume: the next start may take it over)."""
+    return run_dir.is_dir() and {p.name for p in run_dir.iterdir()} <= FAILED_START_FILES
+
+
+def already_exists(run_dir: Path) -> str:
+    """Why a new run does not start in existing `run_dir`, and what to pass instead: `--resume`
+    only where there is a run to continue (its `train_config.yaml`)."""
+    if (run_dir / CONFIG_FILE).is_file():
+        return (f"run directory {run_dir} already exists; pass --resume {run_dir} to continue it "
+                "or --overwrite to start again")
+    return (f"directory {run_dir} already exists and holds no run ({CONFIG_FILE} missing: it is not a "
+            "run, or one stopped before training began); pass --overwrite to start in it anyway, or "
+            "choose another --out")
+
+
+def check_resumable(run_dir: Path) -> None:
+    """Raise `ConfigError` unless `run_dir` holds a run to resume (its `train_config.yaml`),
+    saying what to do instead."""
+    if not run_dir.is_dir():
+        raise ConfigError(f"cannot resume: run directory {run_dir} does not exist")
+    if not (run_dir / CONFIG_FILE).is_file():
+        raise ConfigError(
+            f"cannot resume {run_dir}: it holds no {CONFIG_FILE}, so no run began training in it (a start "
+            f"that failed or was stopped first); start again with --out {run_dir} --overwrite"
+        )
+
+
+class RunStart:
+    """Whether training has begun (`began`): until then, a failure is a failed start."""
+
+    def __init__(self) -> None:
+        self.began = False
+
+
+def fresh_run_dir(run_dir: Path, resume: bool, overwrite: bool) -> bool:
+    """Whether this start makes `run_dir` anew: it does not exist, holds only a failed start's
+    leftovers (`failed_start_leftovers`), or `overwrite` empties it."""
+    if resume:
+        return False
+    return overwrite or not run_dir.exists() or failed_start_leftovers(run_dir)
+
+
+def remove_failed_start(run_dir: Path) -> None:
+    """Remove the directory of a start that failed before training began (logged)."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    log.warning("%s removed: the run failed before training began (fix the error and run the same "
+                "command again)", run_dir)
 
 
 @contextlib.contextmanager

@@ -146,6 +146,11 @@ class Task(ABC, Generic[TokenizerT, DataT]):
         """Raise `ConfigError` unless the config suits the task; may resolve data paths in
         place, so that the saved config finds them from any directory. Default: nothing."""
 
+    def check_data(self, config: RunConfig) -> None:
+        """Before the run directory is claimed (rank 0): raise `DataError` unless the data the
+        config names can be read (files found, readable, UTF-8, line-aligned), so that a start
+        that cannot train leaves no directory behind. Default: nothing."""
+
     def split_validation(self, config: RunConfig, run_dir: Path) -> dict[str, Any] | None:
         """Before the data is prepared (rank 0, a new run): split a validation set off the
         training data into `run_dir` when none is given, and return the `data` settings that

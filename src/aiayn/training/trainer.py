@@ -155,7 +155,8 @@ class Trainer(Generic[BatchT]):
     def resume(self) -> bool:
         """Load the newest complete checkpoint, if any; return whether one was found."""
         latest = newest_checkpoint(self.run_dir, self.dist)  # rank 0's choice, on every rank
-        if latest is None:
+        if latest is None:  # stopped before its first checkpoint: nothing learnt is lost
+            log.info("no checkpoint in %s yet: training starts from step 0", self.run_dir)
             return False
         state = load_training_state(latest)
         restore_weights(self.model, latest)

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from aiayn.data.batching import BatchedDataset, ParallelDataset
-from aiayn.data.corpus import filter_pairs, read_parallel
+from aiayn.data.corpus import check_parallel_files, filter_pairs, read_parallel
 from aiayn.data.multi30k import load_multi30k
 from aiayn.data.pair_store import StoreSettings, find_or_prepare
 from aiayn.data.paths import resolve_data_file
@@ -126,6 +126,25 @@ def train_sources(config: TranslationSettings) -> list[PairSource]:
     src = resolve_data_file(config.train_src, "data.train_src")
     tgt = resolve_data_file(config.train_tgt, "data.train_tgt")
     return [FilePairs(src, tgt)]
+
+
+def check_files(config: TranslationSettings) -> None:
+    """For task 'files': every corpus file of every split found (a directory is named as one),
+    readable, UTF-8, not empty, and each pair of files of the same length; a `DataError` naming
+    the file otherwise. Reads each file once, streamed (a run does this before it claims its
+    directory)."""
+    if config.task != "files":
+        return
+    pairs = [(s.src_path, s.tgt_path) for s in train_sources(config) if isinstance(s, FilePairs)]
+    for split in ("valid", "test"):
+        src, tgt = getattr(config, f"{split}_src"), getattr(config, f"{split}_tgt")
+        if src and tgt:
+            pairs.append((resolve_data_file(src, f"data.{split}_src"),
+                          resolve_data_file(tgt, f"data.{split}_tgt")))
+        elif src or tgt:
+            raise ConfigError(f"data.{split}_src and data.{split}_tgt must be given together")
+    for src_path, tgt_path in pairs:
+        check_parallel_files(src_path, tgt_path)
 
 
 def read_splits(

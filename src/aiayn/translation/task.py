@@ -28,7 +28,7 @@ from aiayn.training.config import RunConfig
 from aiayn.training.loss import translation_loss
 from aiayn.training.state import TrainState
 from aiayn.training.task import Metric, Task, preset_config
-from aiayn.translation.data import PreparedData, prepare_data, split_validation, train_sources
+from aiayn.translation.data import PreparedData, check_files, prepare_data, split_validation, train_sources
 from aiayn.translation.evaluate import evaluate_translation
 from aiayn.translation.settings import TranslationSettings
 
@@ -99,6 +99,10 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
         """`data.train`'s corpora are well formed (their files are checked when read)."""
         if config.data.task == "files" and config.data.train is not None:
             train_sources(config.data)
+
+    def check_data(self, config: RunConfig) -> None:
+        """Task 'files': every file of every split read once (`aiayn.translation.data.check_files`)."""
+        check_files(config.data)
 
     def split_validation(self, config: RunConfig, run_dir: Path) -> dict[str, Any] | None:
         """Task 'files' without validation files: a seeded share of the training pairs, saved in
