@@ -41,9 +41,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 @contextlib.contextmanager
 def log_to_stderr() -> Iterator[None]:
-    """Show aiayn's log messages (INFO and up) on stderr while a command runs."""
+    """Show aiayn's log messages (INFO and up) on stderr while a command runs (printed above
+    an open progress bar)."""
+    from aiayn.progress_display import TqdmLoggingHandler
+
     logger = logging.getLogger("aiayn")
-    handler = logging.StreamHandler(sys.stderr)
+    handler = TqdmLoggingHandler(sys.stderr)  # above a progress bar, not glued onto it
     handler.setFormatter(logging.Formatter("%(message)s"))
     previous_level = logger.level
     logger.addHandler(handler)

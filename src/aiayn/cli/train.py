@@ -154,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
     from aiayn.training.run_dir import CONFIG_FILE, default_run_dir
     from aiayn.translation.task import TRANSLATION_TASK
 
+    path = None
     if args.resume is not None:
         check_resume_alone(args, *(option[2:].replace("-", "_") for option in FILE_SHORTHANDS))
         run_dir = args.resume
@@ -175,7 +176,19 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if session.is_main:
         print_results(session.results)
+        if args.resume is None and path is None:  # the built-in dates recipe: bounded by steps
+            print_guard_note(session.results, config)
     return 0
+
+
+def print_guard_note(results: dict, config: RunConfig) -> None:
+    """One line when the clock stopped a run that its steps bound (as the built-in `dates`
+    recipe is: 1,500 steps, a guard far out): its figures are of a shorter run."""
+    train = config.train
+    if train.max_steps is not None and train.max_minutes is not None and results["steps"] < train.max_steps \
+            and results["train_minutes"] >= train.max_minutes:
+        print(f"note: the clock guard train.max_minutes={train.max_minutes} stopped the run at step "
+              f"{results['steps']:,} of {train.max_steps:,}; these figures are of a shorter run")
 
 
 def print_results(results: dict) -> None:
