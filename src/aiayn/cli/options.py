@@ -46,12 +46,14 @@ def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """--beam, --alpha, --max-len (the paper's decoding settings, Sec. 6.1)."""
+    """--beam, --alpha, --max-extra-len (the paper's decoding settings, Sec. 6.1; --max-len is the
+    old spelling of --max-extra-len, still read)."""
     parser.add_argument("--beam", type=bounded_int(1), default=4, help="beam size; 1 = greedy (default 4)")
     parser.add_argument("--alpha", type=finite_float(0, 10), default=0.6,
                         help="length penalty alpha, 0..10 (default 0.6)")
-    parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
-                        help="output tokens allowed beyond the source length (default 50)")
+    parser.add_argument("--max-extra-len", "--max-len", dest="max_len", type=bounded_int(0), default=50,
+                        metavar="EXTRA", help="output tokens allowed beyond the source length (default 50; "
+                        "--max-len: the old spelling)")
 
 
 def model_source(models: str | list[str]) -> str | list[str]:

@@ -115,6 +115,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override a config field, e.g. --set train.max_steps=200 (repeatable)",
     )
+    parser.add_argument(
+        "--print-config", action="store_true",
+        help="print the effective config (the file, the built-in recipe, --set and the shorthands "
+        "applied; checked) as YAML and exit without training; settings left at 'auto' are chosen "
+        "at start-up, logged, and kept in the run's train_config.yaml",
+    )
 
 
 def check_resume_alone(args: argparse.Namespace, *task_options: str) -> None:
@@ -169,6 +175,8 @@ def run(args: argparse.Namespace) -> int:
         from aiayn.translation.paper_adapter import paper_task
 
         task = paper_task(task)
+    if args.print_config:
+        return print_config(config)
     session = train_in_session(
         task, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )
@@ -189,6 +197,12 @@ def print_guard_note(results: dict, config: RunConfig) -> None:
             and results["train_minutes"] >= train.max_minutes:
         print(f"note: the clock guard train.max_minutes={train.max_minutes} stopped the run at step "
               f"{results['steps']:,} of {train.max_steps:,}; these figures are of a shorter run")
+
+
+def print_config(config: RunConfig) -> int:
+    """`--print-config`: the effective config as the run would write it to train_config.yaml."""
+    print(config.to_yaml(), end="")
+    return 0
 
 
 def print_results(results: dict) -> None:
