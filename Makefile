@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 install: $(STAMP)
 
 demo: install
-	$(VENV)/bin/aiayn train
+	$(VENV)/bin/aiayn train --out runs/dates --overwrite
 
 # The documentation site on http://127.0.0.1:8000/ (the tests build it with --strict).
 docs: install
