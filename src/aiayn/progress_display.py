@@ -69,19 +69,19 @@ class ProgressDisplay:
         total: the position at the end (None: unknown, as for a run bounded by epochs only).
         unit: what the position counts: 's' (a time budget), 'step', 'line'.
         what: the line's first word in plain mode ('train', 'translate').
-        interval_s: seconds between plain lines.
+        interval_s: seconds between plain lines (default `DEFAULT_INTERVAL_S`).
         stream: where it writes (default: stderr, looked up when used).
         initial: the position it starts from (a resumed run).
         timer: the clock (seconds; `time.monotonic` by default).
     """
 
     def __init__(
-        self, mode: str, total: float | None, unit: str, what: str, *, interval_s: float = DEFAULT_INTERVAL_S,
+        self, mode: str, total: float | None, unit: str, what: str, *, interval_s: float | None = None,
         stream: IO[str] | None = None, initial: float = 0.0, timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self.mode = resolve_mode(mode, stream)
         self.total, self.unit, self.what = total, unit, what
-        self.interval_s = interval_s
+        self.interval_s = DEFAULT_INTERVAL_S if interval_s is None else interval_s
         self._stream = stream
         self._timer = timer
         self._start = timer()

@@ -45,7 +45,9 @@ from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.cli.options import (
     add_compile_argument,
     add_model_arguments,
+    add_progress_argument,
     add_search_arguments,
+    count_lines,
     load_translator,
     model_names,
     one_line,
@@ -126,6 +128,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--on-long-line", choices=LONG_LINE_ACTIONS, default="truncate",
                         help="a line longer than the model's max_len: truncate it with a warning "
                         "(default) or stop with an error")
+    add_progress_argument(parser)
     from aiayn.cli.report_arguments import add_report_arguments
 
     add_report_arguments(parser, with_reference=False)
@@ -264,9 +267,13 @@ def run(args: argparse.Namespace) -> int:
     translator = load_translator(args.model, args)
     sources: list[str] = []
     best: list[Translation] = []
+    from aiayn.progress_display import LineProgress
+
     with ExitStack() as stack:
         lines, chunk_lines, source_name = open_source(args, stack)
         out = open_output(args, stack)
+        total = count_lines(args.input) if args.input is not None else None
+        progress = stack.enter_context(LineProgress(total, "translate", args.progress))
         done, seconds = 0, 0.0
         for chunk in chunks(lines, chunk_lines):
             start = time.perf_counter()
@@ -293,6 +300,7 @@ def run(args: argparse.Namespace) -> int:
                 sources.extend(chunk)
                 best.extend(entries[0] for entries in nbest)
             done += len(chunk)
+            progress.advance(done)
     if args.report is not None:
         write_translate_report(args, translator, sources, best, seconds, source_name)
     return 0
