@@ -87,8 +87,9 @@ def test_dates_model_token_scores_sum_to_aiayn_score(dates_run, tmp_path, capsys
                               "--no-repeat-ngram-size", "1")
     assert [o["text"] for o in plain][:3] == ["2026-11-21", "2026-11-21", "1999-03-03"]
     assert [o["text"] for o in blocked] != [o["text"] for o in plain]
-    src = tmp_path / "dates.txt"
+    src = tmp_path / "sources.txt"
     for objects in (plain, greedy, blocked, unasked):
+        src.write_text("".join(DATES[o["line"]] + "\n" for o in objects), encoding="utf-8")  # one per output
         ref = tmp_path / "outputs.txt"
         ref.write_text("".join(o["text"] + "\n" for o in objects), encoding="utf-8")
         code, out, err = run(capsys, "score", "--model", str(dates_run), "--input", str(src),
