@@ -22,7 +22,8 @@ Two figures, two names: `score` is what ranks the hypotheses, log P(output | inp
 the length penalty lp = ((5 + |output|) / 6) ** alpha (GNMT, the paper's alpha 0.6; with beam 1,
 log P itself); `log_prob` is log P(output | input) itself, the sum of the output's token
 log-probabilities, `<eos>` included: the figure `aiayn score` prints for the pair (computed by a
-forced decoding of each output, as `--scores` does).
+forced decoding of each output, as `--scores` does; an output cut at the length limit has no
+`<eos>` step, and `aiayn score` of its text adds one).
 
 `--report OUT.html` also writes the evaluation report of the translations printed (flags,
 attention; no scores without a reference: `aiayn evaluate --report` has them): the same
