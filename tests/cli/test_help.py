@@ -62,3 +62,31 @@ def test_print_config_prints_the_effective_config_and_trains_nothing(tmp_path, m
     config = yaml.safe_load(capsys.readouterr().out)
     assert config["train"]["lr"] == 0.002 and config["train"]["max_minutes"] == 7
     assert config["data"]["task"] == "dates" and not (tmp_path / "runs").exists()
+
+
+def test_completion_prints_the_shells_script_or_names_the_extra(capsys, monkeypatch):
+    pytest.importorskip("argcomplete", reason="the 'completion' extra is not installed")
+    assert main(["completion", "bash"]) == 0
+    script = capsys.readouterr().out
+    assert "complete " in script and "aiayn" in script and "_ARGCOMPLETE" in script
+    monkeypatch.setitem(__import__("sys").modules, "argcomplete", None)  # as if not installed
+    assert main(["completion", "zsh"]) == 2
+    assert "pip install 'aiayn[completion]'" in capsys.readouterr().err
+
+
+def test_the_shell_gets_commands_and_options_completed(tmp_path):
+    """What the completion script asks of `aiayn` (argcomplete's protocol: the line in COMP_LINE,
+    the answer on file descriptor 8)."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("argcomplete", reason="the 'completion' extra is not installed")
+    answers = tmp_path / "answers"
+    cases = {"aiayn tra": {"train", "translate"}, "aiayn translate --max-e": {"--max-extra-len"}}
+    for line, expected in cases.items():
+        env = {**os.environ, "_ARGCOMPLETE": "1", "_ARGCOMPLETE_IFS": " ", "COMP_LINE": line,
+               "COMP_POINT": str(len(line)), "COMP_TYPE": "9"}
+        shell = f'"{sys.executable}" -m aiayn 8>"{answers}" 9>/dev/null'
+        subprocess.run(["bash", "-c", shell], env=env, check=True, timeout=120)
+        assert set(answers.read_text().split()) == expected, line
