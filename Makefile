@@ -12,13 +12,13 @@ $(STAMP): pyproject.toml constraints.txt
 	python3 -m venv $(VENV)
 	# torch first, pinned to the local CPU wheel, so nothing pulls a CUDA build
 	$(PY) -m pip install -q torch==2.13.0 -c constraints.txt
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,serve,export,datasets,sentencepiece,tensorboard,wandb]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,serve,export,datasets,sentencepiece,tensorboard,wandb,completion]'
 	touch $(STAMP)
 
 install: $(STAMP)
 
 demo: install
-	$(VENV)/bin/aiayn train
+	$(VENV)/bin/aiayn train --out runs/dates --overwrite
 
 # The documentation site on http://127.0.0.1:8000/ (the tests build it with --strict).
 docs: install
@@ -49,7 +49,7 @@ test: lint browser-deps
 BROWSER_STAMP := $(VENV)/.browser-installed
 
 $(BROWSER_STAMP): $(STAMP)
-	$(PY) -m pip install -q -c constraints.txt -e '.[dev,browser,serve,export,datasets,sentencepiece,tensorboard,wandb]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[dev,browser,serve,export,datasets,sentencepiece,tensorboard,wandb,completion]'
 	touch $(BROWSER_STAMP)
 
 browser-deps: $(BROWSER_STAMP)

@@ -100,7 +100,7 @@ def main() -> None:
         "--out",
         str(run_dir),
         "--set",
-        "train.progress_bar=false",
+        "train.progress=none",
     ]
     started = time.perf_counter()
     subprocess.run(command, check=True)

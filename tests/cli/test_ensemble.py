@@ -65,9 +65,12 @@ def test_translate_gives_the_ensembles_outputs(ensemble_dirs, files, capsys, cas
         records = [json.loads(line) for line in out.splitlines()]
         tokenizer = translator.tokenizers.target
         wanted = [
-            {"line": i, "rank": r, "text": t.text, "score": t.score, **translation_details(t, tokenizer)}
+            {"line": i, "rank": r, "text": t.text, "score": t.score, "log_prob": None,
+             **translation_details(t, tokenizer)}
             for i, hyps in enumerate(expected) for r, t in enumerate(hyps)
         ]
+        scored = translator.translate_nbest(TEXTS, nbest, beam=4, **(settings | {"token_scores": True}))
+        log_probs = [sum(t.token_scores) for hyps in scored for t in hyps]  # log P of each output
         assert [r["text"] for r in records] == [w["text"] for w in wanted]
         for record, want in zip(records, wanted, strict=True):
             assert record.keys() == want.keys()
@@ -75,6 +78,7 @@ def test_translate_gives_the_ensembles_outputs(ensemble_dirs, files, capsys, cas
             if "token_scores" in want:
                 assert record["token_scores"] == pytest.approx(want["token_scores"], abs=1e-5)
                 assert record["alignment"] == want["alignment"]
+        assert [r["log_prob"] for r in records] == pytest.approx(log_probs, abs=1e-4)
     else:
         assert out.splitlines() == [hyps[0].text for hyps in expected]
 

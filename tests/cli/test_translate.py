@@ -6,6 +6,7 @@ import json
 import pytest
 
 from aiayn.cli.main import main
+from aiayn.inference import load
 from decoding.conftest import SOURCES, TARGETS
 
 FAST = ["--beam", "2", "--max-len", "3", "--device", "cpu"]
@@ -47,9 +48,12 @@ def test_translate_nbest_format(model_dir, capsys):
     assert code == 0
     rows = [line.split("\t") for line in out.split("\n")[:-1]]
     assert 1 <= len(rows) <= 3
-    assert all(len(r) == 3 and r[0] == "0" for r in rows)
+    assert all(len(r) == 4 and r[0] == "0" for r in rows)  # index, score, log_prob, text
     scores = [float(r[1]) for r in rows]
     assert scores == sorted(scores, reverse=True)
+    translator = load(str(model_dir), "cpu")
+    log_probs = translator.score(["ja"] * len(rows), [r[3] for r in rows])
+    assert [float(r[2]) for r in rows] == pytest.approx(log_probs, abs=1e-4)
 
 
 def test_evaluate_prints_bleu_chrf_signature_and_speed(model_dir, tmp_path, capsys):

@@ -40,12 +40,13 @@ def test_jsonl_has_one_object_per_output_with_the_fields_asked(model_dir, tmp_pa
     assert [(o["line"], o["rank"]) for o in objects] == [
         (i, k) for i, count in enumerate(per_line) for k in range(count)
     ]
-    plain = {"line", "rank", "text", "score"}
+    plain = {"line", "rank", "text", "score", "log_prob"}
     for o in objects:
         expected = plain | ({"token_scores", "words", "word_scores"} if "--scores" in details else set())
         expected |= {"alignment"} if "--alignments" in details else set()
         assert set(o) == expected
         if "--scores" in details:
+            assert o["log_prob"] == pytest.approx(sum(o["token_scores"]), abs=1e-6)
             assert o["words"] == o["text"].split() and len(o["word_scores"]) == len(o["words"])
             if o["words"]:  # every token but <eos> belongs to a word
                 assert sum(o["word_scores"]) == pytest.approx(sum(o["token_scores"][:-1]), abs=1e-4)
@@ -80,13 +81,15 @@ def test_dates_model_token_scores_sum_to_aiayn_score(dates_run, tmp_path, capsys
     beam, greedy, and a control that changes outputs (n-gram blocking): the control steers the
     search, the reported scores stay the model's plain log-probabilities."""
     plain = translate_jsonl(capsys, tmp_path, dates_run, "--scores", "--beam", "4")
+    unasked = translate_jsonl(capsys, tmp_path, dates_run, "--beam", "4", "--nbest", "2")  # no --scores
     greedy = translate_jsonl(capsys, tmp_path, dates_run, "--scores", "--beam", "1")
     blocked = translate_jsonl(capsys, tmp_path, dates_run, "--scores", "--beam", "4",
                               "--no-repeat-ngram-size", "1")
     assert [o["text"] for o in plain][:3] == ["2026-11-21", "2026-11-21", "1999-03-03"]
     assert [o["text"] for o in blocked] != [o["text"] for o in plain]
-    src = tmp_path / "dates.txt"
-    for objects in (plain, greedy, blocked):
+    src = tmp_path / "sources.txt"
+    for objects in (plain, greedy, blocked, unasked):
+        src.write_text("".join(DATES[o["line"]] + "\n" for o in objects), encoding="utf-8")  # one per output
         ref = tmp_path / "outputs.txt"
         ref.write_text("".join(o["text"] + "\n" for o in objects), encoding="utf-8")
         code, out, err = run(capsys, "score", "--model", str(dates_run), "--input", str(src),
@@ -95,10 +98,17 @@ def test_dates_model_token_scores_sum_to_aiayn_score(dates_run, tmp_path, capsys
         scored = [float(line) for line in out.splitlines()]
         for o, value in zip(objects, scored, strict=True):
             if o["text"]:
-                assert len(o["token_scores"]) == len(o["text"]) + 1  # characters, then <eos>
-                assert sum(o["token_scores"]) == pytest.approx(value, abs=1e-4)
+                assert o["log_prob"] == pytest.approx(value, abs=1e-4)  # log_prob is `aiayn score`
+                if "token_scores" in o:
+                    assert len(o["token_scores"]) == len(o["text"]) + 1  # characters, then <eos>
+                    assert sum(o["token_scores"]) == pytest.approx(value, abs=1e-4)
     for o in greedy:  # without controls, greedy's own score is the sum of its choices
         assert sum(o["token_scores"]) == pytest.approx(o["score"], abs=1e-4)
+    # beam 4's score is log P over the length penalty ((5 + |Y|) / 6) ** 0.6, |Y| with <eos>
+    for o in plain:
+        if o["text"]:
+            penalty = ((5 + len(o["token_scores"])) / 6) ** 0.6
+            assert o["score"] == pytest.approx(o["log_prob"] / penalty, abs=1e-4)
 
 
 def test_dates_model_alignments_are_the_same_under_int8_and_compile(dates_run, tmp_path, capsys):

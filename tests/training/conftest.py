@@ -29,7 +29,7 @@ def tiny_config(**train) -> dict:
             "warmup": 5,
             "eval_every": 6,
             "log_every": 2,
-            "progress_bar": False,
+            "progress": "none",
             "bleu_max_sentences": 10,
             "test_beam": 1,
             "threads": 1,

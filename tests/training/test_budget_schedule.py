@@ -121,7 +121,7 @@ def test_the_dates_default_ends_at_the_minimum_within_a_short_budget(tmp_path):
     overrides = {
         "train.max_minutes": 0.3, "train.max_steps": 1_000_000, "train.schedule": "cosine",
         "train.min_lr": 1e-4, "train.warmup": 10, "train.log_every": 5, "train.eval_every": 1_000_000,
-        "train.progress_bar": False,
+        "train.progress": "none", "train.schedule_follows_budget": True,  # the recipe's own follows its steps
         "data.num_train": 4000, "data.num_valid": 50, "data.num_test": 50, "train.bleu_max_sentences": 50,
     }
     args = [arg for key, value in overrides.items() for arg in ("--set", f"{key}={value}")]

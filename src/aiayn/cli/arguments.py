@@ -15,8 +15,8 @@ The ranges are `aiayn.ranges.Range`, the same check config files get.
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
-from typing import NoReturn
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 from aiayn.ranges import Range
 
@@ -58,11 +58,31 @@ class ArgumentParser(argparse.ArgumentParser):
     """`argparse.ArgumentParser` whose errors are one line (exit status 2):
     `aiayn translate: error: argument --beam: must be an integer >= 1, got '0' (see
     'aiayn translate --help')`; argparse's own prints the usage first, over several lines.
+    A mistyped command or option gets "did you mean ...?" (`aiayn.cli.help.with_suggestion`).
 
-    Subparsers made with `add_subparsers` are of this class too.
+    Subparsers made with `add_subparsers` are of this class too, and a command's own parser
+    refuses an option it does not know itself (so the suggestion comes from its options).
     """
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        from aiayn.cli.help import HelpFormatter
+
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        is_command = not any(isinstance(a, argparse._SubParsersAction) for a in self._actions)
+        if extras and is_command:
+            self.error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed, extras
+
     def error(self, message: str) -> NoReturn:
+        from aiayn.cli.help import with_suggestion
+
+        message = with_suggestion(message, self)
         self.exit(2, f"{self.prog}: error: {message} (see '{self.prog} --help')\n")
 
 

@@ -22,8 +22,16 @@ def share(value: str) -> float:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("average", help="average the weights of the last N checkpoints")
-    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR")
+    parser = subparsers.add_parser(
+        "average", help="average the weights of the last N checkpoints",
+        description="Average the weights of a run's checkpoints into one model directory, as the paper "
+        "does for its results (Sec. 6.1: the last 5 checkpoints for the base model, 20 for big). "
+        "The checkpoints are the newest --last N of RUN_DIR, or those written in the last --tail "
+        "share of the run's budget; MODEL_DIR is a model directory like a run's own, which "
+        "translate, evaluate and serve read.",
+    )
+    parser.add_argument("run_dir", type=Path, metavar="RUN_DIR",
+                        help="a training run directory (aiayn train --out RUN_DIR) with its checkpoints")
     which = parser.add_mutually_exclusive_group()
     which.add_argument(
         "--last", type=bounded_int(1), default=5, help="how many of the newest checkpoints (default 5)"
@@ -35,7 +43,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="instead: the checkpoints of the last SHARE of the run's budget (e.g. 20%%), by the "
         "progress each checkpoint records",
     )
-    parser.add_argument("--out", type=Path, required=True, metavar="MODEL_DIR")
+    parser.add_argument("--out", type=Path, required=True, metavar="MODEL_DIR",
+                        help="the model directory to write: the averaged weights with the run's "
+                        "config and tokenizer")
     parser.set_defaults(func=run)
 
 

@@ -19,6 +19,7 @@ from aiayn.cli.train import (
     add_run_arguments,
     check_resume_alone,
     init_from_override,
+    print_config,
     without_default_model,
 )
 from aiayn.errors import ConfigError
@@ -89,6 +90,8 @@ def run_train(args: argparse.Namespace) -> int:
         path = args.config or (TSV_CONFIG if args.tsv else DEFAULT_CONFIG)
         config = load_task_config(path, {"task": "brackets"}, set_fields, init_from_override(args))
         config = without_default_model(config, args)
+    if args.print_config:
+        return print_config(config)
     session = train_in_session(
         CLASSIFY_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )

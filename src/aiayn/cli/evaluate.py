@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from aiayn.cli.options import (
     add_compile_argument,
     add_model_arguments,
+    add_progress_argument,
     add_search_arguments,
     evaluate,
     model_names,
@@ -44,6 +45,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--lowercase", action="store_true", help="case-insensitive BLEU and chrF")
     parser.add_argument("--output", metavar="FILE", help="also save the hypotheses here")
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON here")
+    add_progress_argument(parser)
     add_report_arguments(parser, with_reference=True)
     parser.set_defaults(func=run)
 

@@ -20,7 +20,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Write an aiayn model directory from another library's checkpoint (needs aiayn[export]).",
     )
     sources = parser.add_subparsers(dest="source_kind", metavar="KIND", required=True)
-    hf = sources.add_parser("huggingface", help="a MarianMTModel or GPT2LMHeadModel (directory or Hub name)")
+    hf = sources.add_parser(
+        "huggingface", help="a MarianMTModel or GPT2LMHeadModel (directory or Hub name)",
+        description="Convert a Transformers MarianMTModel (OPUS-MT translation) or GPT2LMHeadModel (language "
+        "model), from a local directory or a Hub name, into an aiayn model directory that translate, "
+        "evaluate, lm generate and serve read (needs aiayn[export]).",
+    )
     hf.add_argument("source", metavar="SOURCE", help="Transformers model directory or Hub name")
     hf.add_argument("--out", required=True, metavar="DIR", help="aiayn model directory to write")
     hf.add_argument("--overwrite", action="store_true", help="replace an existing DIR")

@@ -23,6 +23,7 @@ from aiayn.cli.train import (
     add_run_arguments,
     check_resume_alone,
     init_from_override,
+    print_config,
     without_default_model,
 )
 from aiayn.decoding_options import GENERATE_TOP_K, SEED, TEMPERATURE, TOP_P
@@ -68,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "train",
         help="train on a text file (default config: configs/shakespeare_char.yaml)",
         description="Train a character-level or byte-level BPE language model; the last "
-        "data.valid_fraction of the text (10%% by default) is held out for validation.",
+        "data.valid_fraction of the text (10% by default) is held out for validation.",
     )
     train.add_argument("config", nargs="?", type=Path, help="YAML config (default: shakespeare_char)")
     train.add_argument("--text", metavar="FILE", help="the UTF-8 text file (replaces data.text_file)")
@@ -136,6 +137,8 @@ def run_train(args: argparse.Namespace) -> int:
             set_fields["tokenizer"] = args.tokenizer
         config = load_task_config(path, {"task": "text"}, set_fields, init_from_override(args))
         config = without_default_model(config, args)
+    if args.print_config:
+        return print_config(config)
     session = train_in_session(
         LM_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )

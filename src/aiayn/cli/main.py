@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Iterator
 
@@ -20,30 +21,50 @@ from aiayn import __version__
 from aiayn.cli.arguments import ArgumentParser
 from aiayn.errors import AiaynError
 
-# Subcommand modules, in the order `aiayn --help` lists them.
+# Subcommand modules (`aiayn --help` lists the commands in the groups of `aiayn.cli.help.GROUPS`).
 COMMAND_MODULES = [
     "train", "prepare", "lm", "classify", "average", "translate", "evaluate", "score", "export", "import_",
-    "demo", "plot", "explore", "serve",
+    "shapes", "plot", "explore", "serve", "completion",
 ]
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from aiayn.cli.help import add_examples, group_commands
+
     parser = ArgumentParser(
         prog="aiayn",
+        usage="aiayn [-h] [--version] COMMAND ...",
         description="The Transformer of 'Attention Is All You Need', from scratch.",
     )
     parser.add_argument("--version", action="version", version=f"aiayn {__version__}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers = parser.add_subparsers(
+        dest="command", metavar="COMMAND", prog="aiayn", help=argparse.SUPPRESS  # listed in groups instead
+    )
     for name in COMMAND_MODULES:
         importlib.import_module(f"aiayn.cli.{name}").register(subparsers)
+    group_commands(parser, subparsers)
+    add_examples(parser)
     return parser
+
+
+def complete(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's completion request and exit, when the shell asks (argcomplete sets
+    $_ARGCOMPLETE; `aiayn completion SHELL` prints the script that does)."""
+    if "_ARGCOMPLETE" in os.environ:
+        from aiayn.cli.completion import argcomplete_module
+
+        with contextlib.suppress(AiaynError):  # without the extra: no completion, no noise
+            argcomplete_module().autocomplete(parser)
 
 
 @contextlib.contextmanager
 def log_to_stderr() -> Iterator[None]:
-    """Show aiayn's log messages (INFO and up) on stderr while a command runs."""
+    """Show aiayn's log messages (INFO and up) on stderr while a command runs (printed above
+    an open progress bar)."""
+    from aiayn.progress_display import TqdmLoggingHandler
+
     logger = logging.getLogger("aiayn")
-    handler = logging.StreamHandler(sys.stderr)
+    handler = TqdmLoggingHandler(sys.stderr)  # above a progress bar, not glued onto it
     handler.setFormatter(logging.Formatter("%(message)s"))
     previous_level = logger.level
     logger.addHandler(handler)
@@ -57,6 +78,7 @@ def log_to_stderr() -> Iterator[None]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
+    complete(parser)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exit_:  # --help, --version, or a bad argument (its one line printed)

@@ -46,12 +46,38 @@ def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
 
 
 def add_search_arguments(parser: argparse.ArgumentParser) -> None:
-    """--beam, --alpha, --max-len (the paper's decoding settings, Sec. 6.1)."""
+    """--beam, --alpha, --max-extra-len (the paper's decoding settings, Sec. 6.1; --max-len is the
+    old spelling of --max-extra-len, still read)."""
     parser.add_argument("--beam", type=bounded_int(1), default=4, help="beam size; 1 = greedy (default 4)")
     parser.add_argument("--alpha", type=number_type(LENGTH_PENALTY), default=0.6,
                         help="length penalty alpha, 0..10 (default 0.6)")
-    parser.add_argument("--max-len", type=bounded_int(0), default=50, metavar="EXTRA",
-                        help="output tokens allowed beyond the source length (default 50)")
+    parser.add_argument("--max-extra-len", "--max-len", dest="max_len", type=bounded_int(0), default=50,
+                        metavar="EXTRA", help="output tokens allowed beyond the source length (default 50; "
+                        "--max-len: the old spelling)")
+
+
+def add_progress_argument(parser: argparse.ArgumentParser) -> None:
+    """--progress (translate, evaluate, classify predict): progress on stderr for a long input."""
+    from aiayn.progress_display import LONG_INPUT_LINES, PROGRESS_MODES
+
+    parser.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
+                        help=f"progress on stderr for inputs of more than {LONG_INPUT_LINES} lines: a bar "
+                        "(redrawn in place), plain lines every 30 seconds (for log files), or none; "
+                        "auto (default): a bar on a terminal, else plain lines")
+
+
+def count_lines(path: str) -> int | None:
+    """The lines of an input file (gzip read as text), for a progress total; None if unreadable
+    (the reading itself then reports the error)."""
+    import gzip
+
+    try:
+        with open(path, "rb") as handle:
+            gzipped = handle.read(2) == b"\x1f\x8b"
+        with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as handle:
+            return sum(1 for _ in handle)
+    except (OSError, EOFError):
+        return None
 
 
 def model_source(models: str | list[str]) -> str | list[str]:
@@ -104,11 +130,14 @@ def evaluate(
 ) -> tuple[Translator, TranslationEvaluation]:
     """The model of `model_dir` (loaded as the options ask) and its `TranslationEvaluation` on
     the test set: the one decoding of `aiayn evaluate`, with or without --report."""
+    from aiayn.progress_display import LineProgress
     from aiayn.translation.evaluate import evaluate_translation
 
     translator = load_translator(model_dir, args)
-    result = evaluate_translation(
-        translator, sources, references, **search_settings(args), lowercase=args.lowercase,
-        token_scores=getattr(args, "report", None) is not None,  # the report shows per-word scores
-    )
+    with LineProgress(len(sources), "evaluate", getattr(args, "progress", "auto")) as progress:
+        result = evaluate_translation(
+            translator, sources, references, **search_settings(args), lowercase=args.lowercase,
+            token_scores=getattr(args, "report", None) is not None,  # the report shows per-word scores
+            on_progress=progress.advance if progress.display is not None else None,
+        )
     return translator, result

@@ -115,6 +115,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override a config field, e.g. --set train.max_steps=200 (repeatable)",
     )
+    parser.add_argument(
+        "--print-config", action="store_true",
+        help="print the effective config (the file, the built-in recipe, --set and the shorthands "
+        "applied; checked) as YAML and exit without training; settings left at 'auto' are chosen "
+        "at start-up, logged, and kept in the run's train_config.yaml",
+    )
 
 
 def check_resume_alone(args: argparse.Namespace, *task_options: str) -> None:
@@ -154,6 +160,7 @@ def run(args: argparse.Namespace) -> int:
     from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
     from aiayn.translation.task import TRANSLATION_TASK
 
+    path = None
     if args.resume is not None:
         check_resume_alone(args, *(option[2:].replace("-", "_") for option in FILE_SHORTHANDS))
         run_dir = args.resume
@@ -169,6 +176,8 @@ def run(args: argparse.Namespace) -> int:
         from aiayn.translation.paper_adapter import paper_task
 
         task = paper_task(task)
+    if args.print_config:
+        return print_config(config)
     session = train_in_session(
         task, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )
@@ -176,6 +185,24 @@ def run(args: argparse.Namespace) -> int:
         return 130
     if session.is_main:
         print_results(session.results)
+        if args.resume is None and path is None:  # the built-in dates recipe: bounded by steps
+            print_guard_note(session.results, config)
+    return 0
+
+
+def print_guard_note(results: dict, config: RunConfig) -> None:
+    """One line when the clock stopped a run that its steps bound (as the built-in `dates`
+    recipe is: 1,500 steps, a guard far out): its figures are of a shorter run."""
+    train = config.train
+    if train.max_steps is not None and train.max_minutes is not None and results["steps"] < train.max_steps \
+            and results["train_minutes"] >= train.max_minutes:
+        print(f"note: the clock guard train.max_minutes={train.max_minutes} stopped the run at step "
+              f"{results['steps']:,} of {train.max_steps:,}; these figures are of a shorter run")
+
+
+def print_config(config: RunConfig) -> int:
+    """`--print-config`: the effective config as the run would write it to train_config.yaml."""
+    print(config.to_yaml(), end="")
     return 0
 
 

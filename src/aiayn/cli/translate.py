@@ -9,16 +9,23 @@ output at once), each chunk sorted into token-budget batches, and written in inp
 Blank input lines (empty or whitespace only) give empty output lines, not decoded; their score
 (`--nbest`, jsonl) is that of the empty output with its `<eos>`, as `aiayn score` of the line and
 an empty reference gives it (jsonl: `token_scores` is that one `<eos>` value). With `--nbest K`
-each input gives up to K lines `index<TAB>score<TAB>hypothesis` (0-based input line index, best
-first). A line longer than the model's max_len is truncated with a warning (`--on-long-line
-error`: stop with an error naming the line instead).
+each input gives up to K lines `index<TAB>score<TAB>log_prob<TAB>hypothesis` (0-based input line
+index, best first). A line longer than the model's max_len is truncated with a warning
+(`--on-long-line error`: stop with an error naming the line instead).
 
 `--format jsonl` prints one JSON object per output instead: `line` (0-based input line),
-`rank` (0 = best), `text`, `score`; with `--scores` also `token_scores` (the model's plain
+`rank` (0 = best), `text`, `score`, `log_prob`; with `--scores` also `token_scores` (the model's plain
 log-probability of each output token, `<eos>` last: their sum is `aiayn score` of the pair),
 `words` (the output's whitespace words) and `word_scores` (each word's tokens summed); with
 `--alignments` also `alignment`, source-output word links in the Pharaoh format (`0-0 1-2`,
 see `aiayn.inference.words`). `--scores` and `--alignments` need `--format jsonl`.
+
+Two figures, two names: `score` is what ranks the hypotheses, log P(output | input) divided by
+the length penalty lp = ((5 + |output|) / 6) ** alpha (GNMT, the paper's alpha 0.6; with beam 1,
+log P itself); `log_prob` is log P(output | input) itself, the sum of the output's token
+log-probabilities, `<eos>` included: the figure `aiayn score` prints for the pair (computed by a
+forced decoding of each output, as `--scores` does; an output cut at the length limit has no
+`<eos>` step, and `aiayn score` of its text adds one).
 
 `--report OUT.html` also writes the evaluation report of the translations printed (flags,
 attention; no scores without a reference: `aiayn evaluate --report` has them): the same
@@ -41,7 +48,9 @@ from aiayn.cli.arguments import bounded_int, number_type
 from aiayn.cli.options import (
     add_compile_argument,
     add_model_arguments,
+    add_progress_argument,
     add_search_arguments,
+    count_lines,
     load_translator,
     model_names,
     one_line,
@@ -116,10 +125,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_search_arguments(parser)
     add_control_arguments(parser)
     parser.add_argument("--nbest", type=bounded_int(1), default=1, metavar="K",
-                        help="print K hypotheses per input as index<TAB>score<TAB>text")
+                        help="print K hypotheses per input as index<TAB>score<TAB>log_prob<TAB>text "
+                        "(score: log P over the length penalty, which ranks; log_prob: log P, as "
+                        "aiayn score)")
     parser.add_argument("--format", choices=OUTPUT_FORMATS, default="text",
-                        help="text: one line per input (--nbest: index<TAB>score<TAB>text); jsonl: one "
-                        "JSON object per output with line, rank, text, score (+ token_scores, words, "
+                        help="text: one line per input (--nbest: index<TAB>score<TAB>log_prob<TAB>text); "
+                        "jsonl: one JSON object per output with line, rank, text, score, log_prob "
+                        "(+ token_scores, words, "
                         "word_scores with --scores; + alignment with --alignments)")
     parser.add_argument("--scores", action="store_true",
                         help="with --format jsonl: per-token and per-word log-probabilities")
@@ -132,6 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--on-long-line", choices=LONG_LINE_ACTIONS, default="truncate",
                         help="a line longer than the model's max_len: truncate it with a warning "
                         "(default) or stop with an error")
+    add_progress_argument(parser)
     from aiayn.cli.report_arguments import add_report_arguments
 
     add_report_arguments(parser, with_reference=False)
@@ -187,17 +200,26 @@ def chunks(lines: Iterable[str], size: int) -> Iterator[list[str]]:
         yield chunk
 
 
+def log_prob(entry: Translation) -> float:
+    """log P(output | input) of an n-best entry: the sum of its token scores (`<eos>` included;
+    `aiayn score` of the pair), or its score when nothing was decoded (an empty input line)."""
+    return float(sum(entry.token_scores)) if entry.token_scores else entry.score
+
+
 def format_nbest(first_index: int, nbest: list[list[Translation]]) -> list[str]:
-    """`index<TAB>score<TAB>hypothesis` lines for the n-best lists of consecutive inputs."""
+    """`index<TAB>score<TAB>log_prob<TAB>hypothesis` lines for the n-best lists of consecutive inputs."""
     return [
-        f"{first_index + i}\t{entry.score:.4f}\t{one_line(entry.text)}"
+        f"{first_index + i}\t{entry.score:.4f}\t{log_prob(entry):.4f}\t{one_line(entry.text)}"
         for i, entries in enumerate(nbest)
         for entry in entries
     ]
 
 
-def format_jsonl(first_index: int, nbest: list[list[Translation]], translator: Translator) -> list[str]:
-    """One JSON object per output of consecutive inputs (see the module docstring)."""
+def format_jsonl(
+    first_index: int, nbest: list[list[Translation]], translator: Translator, scores: bool = True
+) -> list[str]:
+    """One JSON object per output of consecutive inputs (see the module docstring); `scores`:
+    with the per-token and per-word scores (`--scores`)."""
     import json
 
     from aiayn.inference.words import translation_details
@@ -206,8 +228,9 @@ def format_jsonl(first_index: int, nbest: list[list[Translation]], translator: T
     lines = []
     for i, entries in enumerate(nbest):
         for rank, entry in enumerate(entries):
+            details = translation_details(entry if scores else entry._replace(token_scores=None), tokenizer)
             record = {"line": first_index + i, "rank": rank, "text": entry.text, "score": entry.score,
-                      **translation_details(entry, tokenizer)}
+                      "log_prob": log_prob(entry), **details}
             try:  # strict JSON: NaN and Infinity are not JSON numbers
                 lines.append(json.dumps(record, ensure_ascii=False, allow_nan=False))
             except ValueError:
@@ -264,23 +287,29 @@ def run(args: argparse.Namespace) -> int:
     translator = load_translator(args.model, args)
     sources: list[str] = []
     best: list[Translation] = []
+    from aiayn.progress_display import LineProgress
+
     with ExitStack() as stack:
         lines, chunk_lines, source_name = open_source(args, stack)
         out = open_output(args, stack)
+        total = count_lines(args.input) if args.input is not None else None
+        progress = stack.enter_context(LineProgress(total, "translate", args.progress))
         done, seconds = 0, 0.0
         for chunk in chunks(lines, chunk_lines):
             start = time.perf_counter()
             try:
                 nbest = translator.translate_nbest(
                     chunk, args.nbest, line_offset=done, on_long_line=args.on_long_line,
-                    token_scores=args.scores or args.report is not None, alignments=args.alignments,
+                    token_scores=args.scores or args.report is not None or args.format == "jsonl"
+                    or args.nbest > 1,  # log_prob is their sum
+                    alignments=args.alignments,
                     **search_settings(args), **control_settings(args),
                 )
             except DataError as error:  # a line too long, with --on-long-line error
                 raise DataError(f"{source_name}: {error} (--on-long-line truncate cuts it)") from None
             seconds += time.perf_counter() - start
             if args.format == "jsonl":
-                output = format_jsonl(done, nbest, translator)
+                output = format_jsonl(done, nbest, translator, scores=args.scores)
             elif args.nbest == 1:
                 output = [one_line(entries[0].text) for entries in nbest]
             else:
@@ -291,6 +320,7 @@ def run(args: argparse.Namespace) -> int:
                 sources.extend(chunk)
                 best.extend(entries[0] for entries in nbest)
             done += len(chunk)
+            progress.advance(done)
     if args.report is not None:
         write_translate_report(args, translator, sources, best, seconds, source_name)
     return 0

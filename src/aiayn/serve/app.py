@@ -3,7 +3,8 @@
     app = create_app(aiayn.load("runs/dates"), ServeSettings())
 
 Endpoints: POST /v1/translate, /v1/generate, /v1/attention; GET /v1/model, /health, / (the
-page) and /static/* (its script and styles). Every error is a JSON body
+page), /static/* (its script and styles), /docs and /redoc (the API's documentation pages, their
+assets served from here: `aiayn.serve.docs_page`). Every error is a JSON body
 `{"error": {"status": S, "message": "...", ...}}`; a limit error also names the limit
 (`"limit": "max_sentences", "value": 64`). Malformed JSON is 400, wrong types and unknown
 fields 422, a body over --max-request-bytes or more sentences than --max-sentences 413, a
@@ -34,6 +35,7 @@ from aiayn.errors import AiaynError
 from aiayn.inference.interface import Generator, Translation, Translator
 from aiayn.inference.words import translation_details
 from aiayn.serve.batching import BatchWorker, Job, WorkerClosed
+from aiayn.serve.docs_page import add_docs_routes
 from aiayn.serve.page import CONTENT_SECURITY_POLICY, page_html, static_files
 from aiayn.serve.schemas import (
     MAX_BEAM,
@@ -375,4 +377,5 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
     for name, (text, media_type) in assets.items():  # fixed names: no request names a file
         app.add_api_route(f"/static/{name}", static_route(text, media_type), methods=["GET"],
                           include_in_schema=False)
+    add_docs_routes(app, settings.title)
     return app

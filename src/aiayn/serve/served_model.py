@@ -10,6 +10,7 @@ adds what only the service asks: the task, the token counts behind its length li
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,24 @@ def read_languages(directory: Path) -> dict[str, str] | None:
     return None
 
 
+EXAMPLE_INPUTS = {"translation": "Hello, world.", "lm": "Once upon a time"}
+"""The page's input when the model directory gives no example of its own, by task."""
+
+
+def example_input(task: str, directory: Path | None) -> str:
+    """A text to fill the page's input box with: the first test example of the run that trained
+    the model (`results.json`'s `examples`, written by `aiayn train`), else one for its task."""
+    if directory is not None:
+        try:
+            examples = json.loads((directory / "results.json").read_text(encoding="utf-8")).get("examples")
+            source = examples[0]["source"]
+        except (OSError, ValueError, AttributeError, LookupError, TypeError):
+            source = None
+        if isinstance(source, str) and source.strip():
+            return source
+    return EXAMPLE_INPUTS[task]
+
+
 class ServedModel:
     """A `Translator` or a `Generator` (from `aiayn.load`) as the service sees it.
 
@@ -92,10 +111,12 @@ class ServedModel:
             "parameters": model.parameters,
             "special_tokens": special_tokens(config, id_to_token),
             "device": str(model.device),
+            "example": example_input(self.task, model.directory),
         }
 
     def info(self) -> dict[str, Any]:
-        """What /v1/model reports: task, languages, sizes, parameters, special tokens."""
+        """What /v1/model reports: task, languages, sizes, parameters, special tokens, and an
+        example input (the page starts with it)."""
         return self._info
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -18,6 +18,7 @@ commands call.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,9 +28,12 @@ import yaml
 from aiayn.data.special_tokens import check_special_token_names
 from aiayn.errors import ConfigError
 from aiayn.model.config import PRESETS, ModelConfig
+from aiayn.progress_display import PROGRESS_MODES
 from aiayn.ranges import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range
 from aiayn.settings import check_settings, setting, text_value, validate
 from aiayn.training.data_settings import DataSettings
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -123,7 +127,15 @@ class TrainConfig:
     test_beam: int = setting(4, range=POSITIVE_INT, help="beam size of the final test (Sec. 6.1)")
     test_alpha: float = setting(0.6, range=Range(low=0, high=10), help="length penalty alpha (Sec. 6.1)")
     max_bad_steps: int = setting(10, range=POSITIVE_INT, help="consecutive non-finite steps before stopping")
-    progress_bar: bool = setting(True, help="a progress bar on a terminal")
+    progress: str = setting(
+        "auto", choices=PROGRESS_MODES,
+        help="progress on stderr: 'bar' (redrawn in place), 'plain' (a line every progress_every_s "
+        "seconds, no carriage returns: for log files), 'none'; 'auto': a bar on a terminal, else plain "
+        "(aiayn.progress_display; the old key progress_bar: true/false still works, with a warning)",
+    )
+    progress_every_s: float = setting(
+        30.0, range=POSITIVE, help="seconds between two lines of plain progress (train.progress: plain)"
+    )
     init_from: str | None = setting(
         None, help="start from this model's weights, settings and tokenizer (--init-from): an aiayn model "
         "directory, a Transformers directory or a Hub name; optimizer, schedule and step start fresh"
@@ -280,10 +292,29 @@ def build_config(data: Any, data_settings: type[DataSettings]) -> RunConfig:
     config = RunConfig(
         data=_build(data_settings, data_section(data), "data"),
         model=_model_section(data.get("model") or {}),
-        train=_build(TrainConfig, data.get("train") or {}, "train"),
+        train=_build(TrainConfig, renamed_train_keys(data.get("train") or {}), "train"),
     )
     config.data.special_tokens = check_special_token_names(config.data.special_tokens) or None
     return config
+
+
+def renamed_train_keys(train: Any) -> Any:
+    """The `train` mapping with its old keys read as their new ones, with a warning each:
+    `progress_bar: true/false` is `progress: auto/none`."""
+    if not isinstance(train, dict) or "progress_bar" not in train:
+        return train
+    train = dict(train)
+    old = train.pop("progress_bar")
+    if not isinstance(old, bool):
+        raise ConfigError(f"train.progress_bar must be bool, got {old!r} (it is now train.progress)")
+    if "progress" in train:
+        raise ConfigError("give train.progress or the old train.progress_bar, not both")
+    train["progress"] = "auto" if old else "none"
+    log.warning(
+        "train.progress_bar is now train.progress (auto|bar|plain|none): read as train.progress=%s",
+        train["progress"],
+    )
+    return train
 
 
 def apply_overrides(

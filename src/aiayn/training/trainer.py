@@ -43,6 +43,7 @@ from aiayn.data.batching import BatchedDataset
 from aiayn.errors import TrainingError
 from aiayn.files import atomic_write_text
 from aiayn.model_card import write_model_card
+from aiayn.progress_display import ProgressDisplay
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
 from aiayn.training.clock import Timer, TrainClock
 from aiayn.training.config import RunConfig
@@ -366,8 +367,6 @@ class Trainer(Generic[BatchT]):
 
     def fit(self, resume: bool = False) -> TrainState:
         """Train until a budget runs out; returns the final state."""
-        from tqdm.auto import tqdm
-
         train = self.config.train
         if resume:
             self.resume()
@@ -391,13 +390,7 @@ class Trainer(Generic[BatchT]):
             self.dist.world_size * train.accumulate * train.batch_tokens,
         )
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        bar = tqdm(
-            total=train.max_steps,
-            initial=self.state.step,
-            disable=not (train.progress_bar and self.is_main),
-            unit="step",
-            dynamic_ncols=True,
-        )
+        bar = self.open_progress()
         self.cadence.start(self.progress(self.clock.elapsed_s()))  # the checkpoint's time, on every rank
         self.clock.start()
         window_tokens, window_start, last_loss = 0, self.clock.timer(), None
@@ -414,7 +407,7 @@ class Trainer(Generic[BatchT]):
                 loss = self.train_step(group, elapsed)
                 if loss is None:
                     continue
-                bar.update(1)
+                self._show_progress(bar)
                 window_tokens += self.last_step_tokens  # over all ranks
                 step, last_loss = self.state.step, loss
                 if step % train.log_every == 0 or step == 1:
@@ -450,12 +443,42 @@ class Trainer(Generic[BatchT]):
                 signal.signal(signum, handler)
         return self.state
 
-    def _log_train(self, loss: float, window_tokens: int, window_start: float, bar: Any) -> None:
+    def open_progress(self) -> ProgressDisplay:
+        """The progress display on stderr (`train.progress`; rank 0 only). Its total is the
+        run's budget: the time budget in seconds where the run has one (a step-bound run then
+        shows its steps' share of it), else its steps; the position is `run_progress` of it."""
+        train = self.config.train
+        budget_s = self.clock.budget_s
+        total = budget_s if budget_s is not None else train.max_steps
+        return ProgressDisplay(
+            train.progress if self.is_main else "none", total, "s" if budget_s is not None else "step",
+            "train", interval_s=train.progress_every_s, initial=self._progress_position(total),
+            timer=self.clock.timer,
+        )
+
+    def _progress_position(self, total: float | None) -> float:
+        """Where the display stands: the run's progress times its total (the step without one)."""
+        progress = self.progress(self.clock.elapsed_s())
+        return self.state.step if total is None or progress is None else progress * total
+
+    def _show_progress(self, bar: ProgressDisplay, fields: dict[str, str] | None = None) -> None:
+        """Move the display to this step (with new `fields`: loss, lr, tok/s; else the last ones)."""
+        max_steps = self.config.train.max_steps
+        step = f"{self.state.step:,}" + (f"/{max_steps:,}" if max_steps else "")
+        kept = {k: v for k, v in bar.fields.items() if k != "step"} if fields is None else fields
+        shown = {"step": step, **kept}
+        elapsed = self.clock.elapsed_s()
+        budget_s = self.clock.budget_s
+        steps_bind = max_steps and (budget_s is None or self.state.step / max_steps >= elapsed / budget_s)
+        of = f"{max_steps:,} steps" if steps_bind else None
+        bar.update(self._progress_position(bar.total), shown, elapsed_s=elapsed, of=of)
+
+    def _log_train(self, loss: float, window_tokens: int, window_start: float, bar: ProgressDisplay) -> None:
         """One `train` row of metrics.jsonl for the step just taken."""
         now = self.clock.timer()
         tokens_per_s = window_tokens / max(now - window_start, 1e-9)
         lr = self.optimizer.param_groups[0]["lr"]
-        bar.set_postfix(loss=f"{loss:.3f}", lr=f"{lr:.2e}", tok_s=f"{tokens_per_s:,.0f}")
+        self._show_progress(bar, {"loss": f"{loss:.3f}", "lr": f"{lr:.2e}", "tok/s": f"{tokens_per_s:,.0f}"})
         self.metrics.write({
             "step": self.state.step, "split": "train", "loss": loss, "lr": lr, "epoch": self.state.epoch,
             "tokens_per_s": tokens_per_s, "step_tgt_tokens": self.last_step_tokens,

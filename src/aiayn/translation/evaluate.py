@@ -8,7 +8,7 @@ This is what `aiayn evaluate` runs, and what training calls for validation BLEU:
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -67,6 +67,10 @@ class TranslationEvaluation:
         ])
 
 
+PROGRESS_CHUNK = 500
+"""Sentences decoded at a time when `evaluate_translation` reports progress."""
+
+
 def evaluate_translation(
     translator: Translator,
     sources: Sequence[str],
@@ -77,6 +81,7 @@ def evaluate_translation(
     batch_tokens: int = DEFAULT_BATCH_TOKENS,
     lowercase: bool = False,
     token_scores: bool = False,
+    on_progress: Callable[[int], None] | None = None,
 ) -> TranslationEvaluation:
     """Translate `sources` and score them against `references` (detokenized, sacrebleu 13a).
 
@@ -87,13 +92,21 @@ def evaluate_translation(
         beam, alpha, max_len_extra, batch_tokens: decoding settings (`Translator.translate`).
         lowercase: case-insensitive BLEU and chrF.
         token_scores: fill each translation's `token_scores` (for the report).
+        on_progress: called with the number of sentences translated so far, after each chunk of
+            `PROGRESS_CHUNK` (the sentences are then decoded chunk by chunk; without it, at once).
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
     start = time.perf_counter()
-    nbests = translator.translate_nbest(
-        sources, 1, beam, alpha, max_len_extra, batch_tokens, token_scores=token_scores
-    )
+    step = len(sources) if on_progress is None else PROGRESS_CHUNK
+    nbests = []
+    for first in range(0, len(sources), max(step, 1)):
+        nbests += translator.translate_nbest(
+            sources[first : first + step], 1, beam, alpha, max_len_extra, batch_tokens, line_offset=first,
+            token_scores=token_scores,
+        )
+        if on_progress is not None:
+            on_progress(len(nbests))
     best = [hyps[0] for hyps in nbests]
     hypotheses = [translation.text for translation in best]
     seconds = time.perf_counter() - start

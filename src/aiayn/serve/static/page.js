@@ -50,6 +50,7 @@
       $("input-title").textContent = lm ? "Type a prompt" : "Type a sentence";
       $("output-title").textContent = lm ? "Continuation" : "Translation";
       $("input").placeholder = lm ? "Type a prompt, then press Enter" : "Type a sentence, then press Enter";
+      if (!$("input").value && info.example) $("input").value = info.example;  // an example to start from
       $("submit").disabled = false;
       setStatus("");
     } catch (error) {

@@ -1,4 +1,6 @@
-"""`aiayn demo`: build a model from a preset, run one forward pass, print shapes and size."""
+"""`aiayn shapes`: build an untrained model of a preset, run one forward pass on random token
+ids, and print its parameter count and tensor shapes (what `aiayn demo` did; `make demo` trains
+the `dates` model instead)."""
 
 from __future__ import annotations
 
@@ -8,9 +10,13 @@ from aiayn.cli.arguments import bounded_int
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("demo", help="build a preset model and run a forward pass")
-    parser.add_argument("--preset", default="small", choices=["tiny", "small", "base", "big"])
-    parser.add_argument("--vocab-size", type=bounded_int(5, 1_000_000), default=8000)
+    parser = subparsers.add_parser(
+        "shapes", help="an untrained preset model's parameter count and tensor shapes (one forward pass)"
+    )
+    parser.add_argument("--preset", default="small", choices=["tiny", "small", "base", "big"],
+                        help="the sizes (Table 3's base and big; default small)")
+    parser.add_argument("--vocab-size", type=bounded_int(5, 1_000_000), default=8000,
+                        help="source and target vocabulary size (default 8000)")
     parser.set_defaults(func=run)
 
 
