@@ -16,7 +16,7 @@ from aiayn.cli.main import main
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "paper.md"
 MODEL = "runs/dates"  # the page's model directory; the test puts the trained fixture in its place
-SECTIONS = ["3.1", "3.2.1", "3.2.2", "3.2.3", "3.3", "3.4", "3.5", "5.1", "5.2", "5.3", "5.4", "6.1"]
+SECTIONS = ["3.1", "3.2.1", "3.2.2", "3.2.3", "3.3", "3.4", "3.5", "4", "5.1", "5.2", "5.3", "5.4", "6.1", "6.2"]
 CONSOLE = re.compile(r"^```console\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
@@ -27,9 +27,29 @@ def sections(text: str) -> dict[str, str]:
 
 
 def commands(text: str) -> list[str]:
-    """The `$ ` lines of the ```console blocks."""
-    lines = [line for block in CONSOLE.findall(text) for line in block.splitlines()]
-    return [line[2:] for line in lines if line.startswith("$ ")]
+    """The commands of the ```console blocks: a line starting `$ `, with the lines that continue it
+    (after a trailing backslash, or inside a quote still open); the other lines are its output."""
+    found: list[str] = []
+    for block in CONSOLE.findall(text):
+        open_command: str | None = None
+        for line in block.splitlines():
+            if open_command is None:
+                if not line.startswith("$ "):
+                    continue  # output
+                open_command = line[2:]
+            else:
+                open_command += "\n" + line
+            if open_command.endswith("\\"):
+                open_command = open_command[:-1]
+                continue
+            try:
+                shlex.split(open_command)
+            except ValueError:  # a quote still open: the command goes on
+                continue
+            found.append(open_command)
+            open_command = None
+        assert open_command is None, f"a command of docs/paper.md never ends: {open_command}"
+    return found
 
 
 def test_every_section_of_the_reading_path_has_a_command() -> None:
@@ -46,6 +66,8 @@ def test_the_extraction_sees_a_planted_command() -> None:
     assert commands(planted) == ["aiayn translate --model runs/dates --text x"]
     assert list(sections(planted)) == ["9.9"]
     assert commands(sections(planted)["9.9"]) == commands(planted)
+    broken = '```console\n$ aiayn translate \\\n    --text x\nout put\n$ python -c "\nprint(1)\n"\n1\n```\n'
+    assert [shlex.split(c) for c in commands(broken)] == [["aiayn", "translate", "--text", "x"], ["python", "-c", "\nprint(1)\n"]]
 
 
 def test_the_engine_files_it_names_exist() -> None:
@@ -77,6 +99,17 @@ def run_in_process(command: str) -> int:
         return 0
     if words[0] == "aiayn":
         return main(words[1:])
+    if words[0] == "python" and words[1].startswith("benchmarks/"):
+        import runpy
+        import sys
+
+        saved = sys.argv
+        sys.argv = [str(ROOT / words[1]), *words[2:]]
+        try:
+            runpy.run_path(str(ROOT / words[1]), run_name="__main__")
+        finally:
+            sys.argv = saved
+        return 0
     raise AssertionError(f"docs/paper.md: a command the test cannot run: {command}")
 
 
