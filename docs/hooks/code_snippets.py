@@ -25,10 +25,15 @@ def resolve(name: str) -> object:
     importable module prefix, then attributes. Raises LookupError naming what is missing."""
     parts = name.split(".")
     for cut in range(len(parts), 0, -1):
+        module = ".".join(parts[:cut])
         try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
+            obj = importlib.import_module(module)
+        except ModuleNotFoundError as error:
+            if error.name is not None and module.startswith(error.name):
+                continue  # not a module: the name goes on with attributes
+            raise LookupError(f"{name}: importing {module} failed: {error}") from error
+        except ImportError as error:
+            raise LookupError(f"{name}: importing {module} failed: {error}") from error
         for attribute in parts[cut:]:
             if not hasattr(obj, attribute):
                 raise LookupError(f"{name}: {'.'.join(parts[:cut])} has no {attribute!r}")

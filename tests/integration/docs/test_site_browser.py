@@ -1,10 +1,11 @@
 """The built site in a real headless Chromium at 1280 px: the home page, a reference page, the
-install page and the paper page show every section of the navigation, none scrolls sideways,
-nothing is fetched from another host, the paper's equations are typeset by the site's own KaTeX,
+install page, the paper page, the tutorial and two results pages show every section of the
+navigation, none scrolls sideways, nothing is fetched from another host, the paper's equations are typeset by the site's own KaTeX,
 and the search finds a page.
 
 The browser set-up (and when the test skips) is tests/browser_setup.py. The screenshots under docs/
-(`site_home.png`, `site_settings.png`) come from this test: run it with AIAYN_DOCS_SCREENSHOTS=docs.
+(`site_home.png`, `site_settings.png`, `site_tutorial.png`, `site_results_decoding.png`) come from
+this test: run it with AIAYN_DOCS_SCREENSHOTS=docs.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ from browser_setup import headless_chromium
 pytestmark = pytest.mark.browser
 
 SECTIONS = ["Learn", "Use", "Reference", "Results", "Project"]
-PAGES = {"": "site_home.png", "reference/settings/": "site_settings.png", "install/": None, "paper/": None}
+PAGES = {"": "site_home.png", "reference/settings/": "site_settings.png", "install/": None, "paper/": None,
+         "tutorial/": "site_tutorial.png", "results/decoding-speed/": "site_results_decoding.png",
+         "results/quality/": None}
 
 
 class _Quiet(SimpleHTTPRequestHandler):
