@@ -43,8 +43,8 @@ def measure(lengths: list[int], d_model: int, heads: int, repeats: int) -> list[
             x = torch.randn(1, n, d_model)
             rows.append({
                 "n": n,
-                "attention_ms": 1000 * best_seconds(lambda: paper.attention(q, k, v), repeats),
-                "ffn_ms": 1000 * best_seconds(lambda: ffn(x), repeats),
+                "attention_ms": 1000 * best_seconds(lambda q=q, k=k, v=v: paper.attention(q, k, v), repeats),
+                "ffn_ms": 1000 * best_seconds(lambda x=x: ffn(x), repeats),
             })
     return rows
 
@@ -57,7 +57,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
     rows = measure(args.lengths, args.d_model, args.heads, args.repeats)
-    print(f"d_model {args.d_model}, {args.heads} heads, threads {torch.get_num_threads()}, best of {args.repeats}")
+    threads = torch.get_num_threads()
+    print(f"d_model {args.d_model}, {args.heads} heads, threads {threads}, best of {args.repeats}")
     print(f"{'n':>6} {'attention ms':>13} {'x prev':>7} {'FFN ms':>9} {'x prev':>7}")
     previous = None
     for row in rows:

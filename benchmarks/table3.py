@@ -5,7 +5,7 @@ the same number of training tokens, beside the paper's own figures.
     python benchmarks/table3.py --jobs 2              # two rows side by side, one thread each
     python benchmarks/table3.py --rows base A1 A32    # some rows only
     python benchmarks/table3.py --summary             # the table, the verdicts and the plot only
-    python benchmarks/table3.py --print-commands      # each row's `aiayn train` command (docs/results/table3.md)
+    python benchmarks/table3.py --print-commands   # each row's `aiayn train` command (docs/results/table3.md)
 
 Base: the `small` preset on Multi30k de-en (d_model 256, 8 heads, d_k 32, 3+3 layers, d_ff 1024,
 P_drop 0.2, label smoothing 0.1, sinusoidal positions), seeds 1-8. Like the paper (Table 3, "all

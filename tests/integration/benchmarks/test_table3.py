@@ -184,6 +184,7 @@ def test_the_docs_page_shows_the_scripts_commands(capsys) -> None:
     start = "\naiayn train configs/multi30k_de_en.yaml --out benchmarks/runs/table3/"
     assert printed.count(start) == len(table3.ROWS)
     assert "--set model.head_dim=16" in printed and "--set train.seed=3" in printed
-    assert docs_listing() == printed, "docs/results/table3.md: paste `python benchmarks/table3.py --print-commands`"
+    assert docs_listing() == printed, \
+        "docs/results/table3.md: paste `python benchmarks/table3.py --print-commands`"
     assert table3.main(["--print-commands", "--rows", "A1"]) == 0
     assert "--set model.num_heads=1" in capsys.readouterr().out

@@ -16,7 +16,8 @@ PAGE = ROOT / "docs" / "paper.md"
 
 
 def _hook():
-    spec = importlib.util.spec_from_file_location("code_snippets", ROOT / "docs" / "hooks" / "code_snippets.py")
+    path = ROOT / "docs" / "hooks" / "code_snippets.py"
+    spec = importlib.util.spec_from_file_location("code_snippets", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -41,7 +42,8 @@ def test_a_symbol_that_no_longer_exists_stops_the_build() -> None:
 
     hook = _hook()
     planted = "## 3.2.1\n\n<!-- code: aiayn.paper.attention_renamed -->\n"
-    with pytest.raises(PluginError, match=r"paper.md: <!-- code: aiayn.paper.attention_renamed --> .*'attention_renamed'"):
+    message = r"paper.md: <!-- code: aiayn.paper.attention_renamed --> .*'attention_renamed'"
+    with pytest.raises(PluginError, match=message):
         hook.expand(planted, "paper.md")
     with pytest.raises(PluginError, match="aiayn.nowhere"):
         hook.expand("<!-- code: aiayn.nowhere.attention -->\n", "paper.md")

@@ -16,7 +16,8 @@ from aiayn.cli.main import main
 ROOT = Path(__file__).resolve().parents[3]
 PAGE = ROOT / "docs" / "paper.md"
 MODEL = "runs/dates"  # the page's model directory; the test puts the trained fixture in its place
-SECTIONS = ["3.1", "3.2.1", "3.2.2", "3.2.3", "3.3", "3.4", "3.5", "4", "5.1", "5.2", "5.3", "5.4", "6.1", "6.2"]
+SECTIONS = ["3.1", "3.2.1", "3.2.2", "3.2.3", "3.3", "3.4", "3.5", "4",
+            "5.1", "5.2", "5.3", "5.4", "6.1", "6.2"]
 CONSOLE = re.compile(r"^```console\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
@@ -67,7 +68,8 @@ def test_the_extraction_sees_a_planted_command() -> None:
     assert list(sections(planted)) == ["9.9"]
     assert commands(sections(planted)["9.9"]) == commands(planted)
     broken = '```console\n$ aiayn translate \\\n    --text x\nout put\n$ python -c "\nprint(1)\n"\n1\n```\n'
-    assert [shlex.split(c) for c in commands(broken)] == [["aiayn", "translate", "--text", "x"], ["python", "-c", "\nprint(1)\n"]]
+    assert [shlex.split(c) for c in commands(broken)] == [
+        ["aiayn", "translate", "--text", "x"], ["python", "-c", "\nprint(1)\n"]]
 
 
 def test_the_engine_files_it_names_exist() -> None:

@@ -1,7 +1,7 @@
 """The built site in a real headless Chromium at 1280 px: the home page, a reference page, the
 install page, the paper page, the tutorial and two results pages show every section of the
-navigation, none scrolls sideways, nothing is fetched from another host, the paper's equations are typeset by the site's own KaTeX,
-and the search finds a page.
+navigation, none scrolls sideways, nothing is fetched from another host, the paper's equations
+are typeset by the site's own KaTeX, and the search finds a page.
 
 The browser set-up (and when the test skips) is tests/browser_setup.py. The screenshots under docs/
 (`site_home.png`, `site_settings.png`, `site_tutorial.png`, `site_results_decoding.png`) come from

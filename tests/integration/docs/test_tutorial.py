@@ -57,7 +57,9 @@ SHAPES: list[tuple[str, list[str]]] = [
     ("--nbest 3", [rf"(?m)^0\t{NUMBER}\t{NUMBER}\t.*$"]),
     ("--format jsonl --scores", [r'\{"line": 0, "rank": 0, "text": .*"token_scores": \[.*"word_scores": \[']),
     ("aiayn average", [r"averaged \d+ checkpoints \(step_\d+.*\) into \S+"]),
-    ("aiayn export ctranslate2", [r"CTranslate2 model written to \S+", r"wrote \S+ \(CTranslate2 [\d.]+, float32 weights\)"]),
+    ("aiayn export ctranslate2", [
+        r"CTranslate2 model written to \S+", r"wrote \S+ \(CTranslate2 [\d.]+, float32 weights\)",
+    ]),
 ]
 
 
@@ -91,8 +93,9 @@ def shape_of(command: str) -> list[str]:
 
 
 def test_the_parser_and_the_shapes_see_a_broken_step() -> None:
-    page = "```console\n$ aiayn average runs/x \\\n    --last 2 --out y\naveraged 2 checkpoints (step_1) into y\n```\n"
-    assert steps(page) == [("aiayn average runs/x --last 2 --out y", "averaged 2 checkpoints (step_1) into y")]
+    said = "averaged 2 checkpoints (step_1) into y"
+    page = f"```console\n$ aiayn average runs/x \\\n    --last 2 --out y\n{said}\n```\n"
+    assert steps(page) == [("aiayn average runs/x --last 2 --out y", said)]
     curl = """curl -s localhost:8000/v1/translate -H 'Content-Type: application/json' -d '{"text": ["a"]}'"""
     assert curl_request(curl) == ("POST", "/v1/translate", {"text": ["a"]})
     pattern = shape_of("aiayn average runs/x")[0]
@@ -111,7 +114,8 @@ def test_the_page_documents_each_shape() -> None:
         assert any(words in command for command, _ in found), f"docs/tutorial.md has no `{words}` step"
     for command, documented in found:
         for pattern in shape_of(command):
-            assert re.search(pattern, documented), f"docs/tutorial.md, `{command}`: no {pattern!r} in its output"
+            assert re.search(pattern, documented), \
+                f"docs/tutorial.md, `{command}`: no {pattern!r} in its output"
 
 
 def excerpt_as_the_data_dir(directory: Path) -> Path:
@@ -144,7 +148,8 @@ def keys(value: object) -> object:
 
 
 def test_every_step_of_the_tutorial_runs_on_the_excerpt(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     data = excerpt_as_the_data_dir(tmp_path / "tatoeba-en-es")
     work = tmp_path / "work"
