@@ -48,6 +48,7 @@ from aiayn.decoding.common import (
     output_limits,
     padding_mask_or_none,
 )
+from aiayn.decoding.constraints import SentenceConstraints, any_constraints
 from aiayn.decoding.controls import (
     NO_CONTROLS,
     Controls,
@@ -105,6 +106,7 @@ def beam_search(
     eos_id: int | None = None,
     controls: Controls = NO_CONTROLS,
     prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[SentenceConstraints] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences (see the module docstring for the algorithm).
 
@@ -121,6 +123,8 @@ def beam_search(
         controls: n-gram blocking, repetition penalty, length ratio (`aiayn.decoding.controls`;
             `sample` is greedy search's).
         prefixes: B target prefixes (ids, may be empty), forced then continued.
+        constraints: B `SentenceConstraints` (phrases to include / exclude); when any
+            sentence has one, the search is `aiayn.decoding.constrained_search`'s.
 
     Returns:
         For each sentence, up to N `Hypothesis(tokens, score)`, best first; tokens exclude
@@ -131,6 +135,14 @@ def beam_search(
     bos_id = model.config.bos_id if bos_id is None else bos_id
     eos_id = model.config.eos_id if eos_id is None else eos_id
     with eval_mode(model):
+        if any_constraints(constraints):
+            from aiayn.decoding.constrained_search import constrained_beam_search
+
+            assert constraints is not None
+            return constrained_beam_search(
+                model, src, constraints, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id,
+                controls, prefixes,
+            )
         return _beam_search(
             model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id, controls, prefixes
         )
