@@ -23,6 +23,7 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.decoding.common import Hypothesis, output_length_limit
+from aiayn.decoding.constraints import SentenceConstraints, any_constraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError, DataError
@@ -90,13 +91,19 @@ class TranslatorBase:
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
         batch_tokens: int, exact_scores: bool, controls: Controls = NO_CONTROLS,
-        prefixes: list[list[int]] | None = None,
+        prefixes: list[list[int]] | None = None, constraints: list[SentenceConstraints] | None = None,
     ) -> list[list[Hypothesis]]:
         """Per source (token ids without `<eos>`), up to `nbest` hypotheses, best first.
         `exact_scores` False allows scores that are only good enough to rank (none are shown).
         `controls` and `prefixes` (target ids per source, checked to fit the length limit):
-        see `aiayn.decoding.controls`; with `controls.sample` the search is one draw per step."""
+        see `aiayn.decoding.controls`; with `controls.sample` the search is one draw per step.
+        `constraints` (one per source, given only when some has one; checked by
+        `_check_constraints`): see `aiayn.decoding.constraints`."""
         raise NotImplementedError
+
+    def _check_constraints(self, include: bool, exclude: bool, beam: int, controls: Controls) -> None:
+        """`ConfigError` (one line) for constraints this runtime or these settings cannot honour."""
+        raise ConfigError(f"lexical constraints are not available with a {type(self).__name__}")
 
     def _token_log_probs(
         self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
@@ -155,9 +162,12 @@ class TranslatorBase:
         batch_tokens: int, line_offset: int, on_long_line: str, exact_scores: bool,
         controls: Controls = NO_CONTROLS, prefix: str | Sequence[str | None] | None = None,
         encoded_sources: dict[int, list[int]] | None = None,
+        include: Sequence[Sequence[str] | None] | None = None,
+        exclude: Sequence[Sequence[str] | None] | None = None,
     ) -> list[list[Hypothesis]]:
         """Up to `nbest` hypotheses of each text; `encoded_sources` (when given) receives the
-        source ids of each text that was decoded, by its index."""
+        source ids of each text that was decoded, by its index; `include` / `exclude`: the
+        constraint phrases of each text (`aiayn.inference.constraint_input`)."""
         if beam < 1 or not 1 <= nbest <= beam:
             raise ConfigError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
         if batch_tokens < 1:
@@ -171,15 +181,55 @@ class TranslatorBase:
             raise ConfigError(f"sample gives one translation per text; nbest must be 1, got {nbest}")
         encoded = self._encode([texts[i] for i in todo], "source", line_numbers, on_long_line)
         prefixes = self._prefixes(prefix, texts, todo, encoded, max_len_extra, controls, line_numbers)
+        constraints = self._constraints(
+            include, exclude, texts, todo, encoded, prefixes, max_len_extra, beam, controls, line_numbers
+        )
+        if include is not None:  # an empty text gives an empty output: its phrases are not in it
+            for i in sorted(set(range(len(texts))) - set(todo)):
+                if include[i]:
+                    results[i] = [Hypothesis([], 0.0, False)]
         if encoded_sources is not None:
             encoded_sources.update(zip(todo, encoded, strict=True))
         if encoded:
+            more = {} if constraints is None else {"constraints": constraints}
             found = self._search(
-                encoded, beam, alpha, max_len_extra, nbest, batch_tokens, exact_scores, controls, prefixes
+                encoded, beam, alpha, max_len_extra, nbest, batch_tokens, exact_scores, controls, prefixes,
+                **more,
             )
             for i, hyps in zip(todo, found, strict=True):
                 results[i] = hyps
         return results
+
+    def _constraints(
+        self, include: Sequence[Sequence[str] | None] | None, exclude: Sequence[Sequence[str] | None] | None,
+        texts: Sequence[str], todo: list[int], encoded: list[list[int]], prefixes: list[list[int]] | None,
+        max_len_extra: int, beam: int, controls: Controls, line_numbers: Sequence[int],
+    ) -> list[SentenceConstraints] | None:
+        """The `SentenceConstraints` of the texts `todo` (None when no text has one), each
+        checked to fit its output length limit (which grows by its constraint tokens)."""
+        from aiayn.inference.constraint_input import PhraseEncoder, per_text
+
+        if include is None and exclude is None:
+            return None
+        includes = per_text(include, len(texts), "include")
+        excludes = per_text(exclude, len(texts), "exclude")
+        if not any(includes) and not any(excludes):
+            return None
+        self._check_constraints(any(includes), any(excludes), beam, controls)
+        phrases = self.__dict__.setdefault("_phrase_encoder", PhraseEncoder(self.tokenizers.target))
+        found = []
+        for n, (i, source, line) in enumerate(zip(todo, encoded, line_numbers, strict=True)):
+            c = phrases.sentence(includes[i], excludes[i], f"line {line}")
+            limit = output_length_limit(len(source) + 1, max_len_extra, None, None, controls.max_output_ratio)
+            limit = min(limit + c.include_tokens, self.config.max_len)
+            needed = c.include_tokens + (len(prefixes[n]) if prefixes else 0)
+            if needed > limit:
+                raise ConfigError(
+                    f"line {line}: the constraints (and prefix) have {needed} tokens; its output "
+                    f"length limit is {limit} tokens (the model's max_len is {self.config.max_len})"
+                )
+            found.append(c)
+        return found if any_constraints(found) else None
 
     def _prefixes(
         self, prefix: str | Sequence[str | None] | None, texts: Sequence[str], todo: list[int],
@@ -209,12 +259,14 @@ class TranslatorBase:
     def translate(
         self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
-        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
+        *, prefix: str | Sequence[str | None] | None = None,
+        include: Sequence[Sequence[str] | None] | None = None,
+        exclude: Sequence[Sequence[str] | None] | None = None, **controls: Any,
     ) -> list[str]:
         """See `aiayn.inference.Translator.translate`."""
         hypotheses = self._hypotheses(
             texts, 1, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, False,
-            make_controls(controls), prefix,
+            make_controls(controls), prefix, None, include, exclude,
         )
         return self.tokenizers.target.decode_batch([hyps[0].tokens for hyps in hypotheses])
 
@@ -222,7 +274,8 @@ class TranslatorBase:
         self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
         *, prefix: str | Sequence[str | None] | None = None, token_scores: bool = False,
-        alignments: bool = False, **controls: Any,
+        alignments: bool = False, include: Sequence[Sequence[str] | None] | None = None,
+        exclude: Sequence[Sequence[str] | None] | None = None, **controls: Any,
     ) -> list[list[Translation]]:
         """See `aiayn.inference.Translator.translate_nbest`."""
         if alignments:
@@ -230,10 +283,14 @@ class TranslatorBase:
         sources: dict[int, list[int]] = {}
         hypotheses = self._hypotheses(
             texts, nbest, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, True,
-            make_controls(controls), prefix, sources,
+            make_controls(controls), prefix, sources, include, exclude,
         )
         flat = iter(self.tokenizers.target.decode_batch([h.tokens for hyps in hypotheses for h in hyps]))
-        results = [[Translation(next(flat), float(h.score), h.tokens) for h in hyps] for hyps in hypotheses]
+        results = [
+            [Translation(next(flat), float(h.score), h.tokens, constraints_met=h.constraints_met)
+             for h in hyps]
+            for hyps in hypotheses
+        ]
         if token_scores or alignments:
             self._add_details(results, sources, batch_tokens, token_scores, alignments)
         return results

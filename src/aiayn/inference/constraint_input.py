@@ -1,0 +1,136 @@
+"""Constraint phrases as text -> token ids of the target vocabulary (`SentenceConstraints`).
+
+A phrase is tokenized by the model's target tokenizer as it appears inside a sentence (after a
+space): with a tokenizer that marks word starts only after a space (byte-level BPE), that form
+differs from the phrase alone at the start of a text, and an *included* phrase takes the
+in-sentence form; with a Metaspace BPE or SentencePiece vocabulary the two are the same.
+
+An *excluded* phrase is blocked at word level: every segmentation of each of its forms into
+pieces of the vocabulary (its canonical tokens, and e.g. `▁Hu nd` for `▁Hund`) is blocked as
+a token sequence, since a model can spell a word in pieces other than the tokenizer's own.
+Up to `MAX_SEGMENTATIONS` per form, fewest pieces first (a long word has more segmentations
+than can be blocked; the rest, spellings of many short pieces, are left open, and byte
+fallback tokens spelling a character in bytes are not pieces here).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import lru_cache
+
+from aiayn.decoding.constraints import SentenceConstraints
+from aiayn.errors import ConfigError
+
+MAX_SEGMENTATIONS = 64
+
+
+class PhraseEncoder:
+    """Tokenizes the constraint phrases of one target tokenizer (`Tokenizer` or SentencePiece)."""
+
+    def __init__(self, tokenizer: object) -> None:
+        self.tokenizer = tokenizer
+        self._pieces: dict[str, int] | None = None
+        self.forms = lru_cache(maxsize=4096)(self._forms)
+        self.segmentations = lru_cache(maxsize=4096)(self._segmentations)
+
+    @property
+    def pieces(self) -> dict[str, int]:
+        """Token string -> id of the whole vocabulary (built once)."""
+        if self._pieces is None:
+            tokenizer = self.tokenizer
+            pieces: dict[str, int] = {}
+            for i in range(tokenizer.vocab_size):  # type: ignore[attr-defined]
+                if i not in tokenizer.specials.ids:  # type: ignore[attr-defined]
+                    pieces.setdefault(tokenizer.id_to_token(i), i)  # type: ignore[attr-defined]
+            self._pieces = pieces
+        return self._pieces
+
+    def _forms(self, phrase: str) -> tuple[tuple[int, ...], ...]:
+        """The in-sentence token ids of `phrase` first, then its form at the start of a text
+        when different."""
+        encode = self.tokenizer.encode  # type: ignore[attr-defined]
+        alone = tuple(encode(phrase))
+        spaced = tuple(encode(" " + phrase))
+        if len(spaced) >= len(alone) and spaced[len(spaced) - len(alone) :] == alone:
+            return (alone,)  # the same tokens after a space (a leading marker token dropped)
+        return (spaced, alone)
+
+    def _segmentations(self, ids: tuple[int, ...]) -> tuple[tuple[int, ...], ...]:
+        """Every split of the pieces' concatenated strings into vocabulary pieces, fewest
+        pieces first, at most `MAX_SEGMENTATIONS` (the tokenizer's own `ids` always among them)."""
+        text = "".join(self.tokenizer.id_to_token(i) for i in ids)  # type: ignore[attr-defined]
+        pieces = self.pieces
+        longest = max((len(p) for p in pieces), default=1)
+        # ways[i]: segmentations of text[i:], each a tuple of ids, fewest pieces first
+        ways: list[list[tuple[int, ...]]] = [[] for _ in range(len(text))] + [[()]]
+        for i in range(len(text) - 1, -1, -1):
+            found = []
+            for j in range(i + 1, min(len(text), i + longest) + 1):
+                piece = pieces.get(text[i:j])
+                if piece is not None:
+                    found.extend((piece, *rest) for rest in ways[j])
+            found.sort(key=len)
+            ways[i] = found[: MAX_SEGMENTATIONS * 4]
+        result = [ids] + [w for w in ways[0] if w != ids]
+        return tuple(result[:MAX_SEGMENTATIONS])
+
+    def include(self, phrase: str, where: str) -> tuple[int, ...]:
+        """The token ids an output must contain for `phrase`."""
+        return self.forms(self._checked(phrase, where))[0]
+
+    def exclude(self, phrase: str, where: str) -> list[tuple[int, ...]]:
+        """Every token sequence blocked for `phrase` (see the module docstring)."""
+        blocked: list[tuple[int, ...]] = []
+        for form in self.forms(self._checked(phrase, where)):
+            blocked.extend(s for s in self.segmentations(form) if s not in blocked)
+        return blocked
+
+    def _checked(self, phrase: str, where: str) -> str:
+        if not isinstance(phrase, str):
+            raise ConfigError(f"{where}: a phrase must be a string, got {type(phrase).__name__}")
+        ids = self.tokenizer.encode(phrase) if phrase.strip() else []  # type: ignore[attr-defined]
+        unk = self.tokenizer.specials.unk_id  # type: ignore[attr-defined]
+        if not ids:
+            raise ConfigError(f"{where}: the phrase {phrase!r} has no tokens")
+        if all(i == unk for i in ids):
+            raise ConfigError(f"{where}: the phrase {phrase!r} is only unknown tokens for this model")
+        return phrase
+
+    def sentence(self, include: Sequence[str], exclude: Sequence[str], where: str) -> SentenceConstraints:
+        """The constraints of one sentence, from its phrases (`where` names it in errors)."""
+        wanted: list[tuple[int, ...]] = []
+        for phrase in include:
+            ids = self.include(phrase, where)
+            if ids not in wanted:
+                wanted.append(ids)
+        blocked: list[tuple[int, ...]] = []
+        for phrase in exclude:
+            blocked.extend(s for s in self.exclude(phrase, where) if s not in blocked)
+        for ids in wanted:
+            if any(_contains(ids, b) for b in blocked):
+                raise ConfigError(f"{where}: an included phrase contains an excluded one")
+        return SentenceConstraints(tuple(wanted), tuple(blocked))
+
+
+def _contains(tokens: Sequence[int], part: Sequence[int]) -> bool:
+    n = len(part)
+    return any(tuple(tokens[i : i + n]) == tuple(part) for i in range(len(tokens) - n + 1))
+
+
+def per_text(
+    values: Sequence[Sequence[str] | None] | None, count: int, name: str
+) -> list[Sequence[str]]:
+    """One phrase list per text from the `include` / `exclude` argument (None: none)."""
+    if values is None:
+        return [() for _ in range(count)]
+    if isinstance(values, str) or len(values) != count:
+        given = "a str" if isinstance(values, str) else f"{len(values)} lists"
+        raise ConfigError(f"{name} needs one list of phrases per text ({count}), got {given}")
+    lists = []
+    for i, phrases in enumerate(values):
+        if phrases is None:
+            phrases = ()
+        if isinstance(phrases, str):
+            raise ConfigError(f"{name}[{i}] must be a list of phrases, got a str")
+        lists.append(phrases)
+    return lists
