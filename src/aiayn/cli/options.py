@@ -110,5 +110,6 @@ def evaluate(
     result = evaluate_translation(
         translator, sources, references, **search_settings(args), lowercase=args.lowercase,
         token_scores=getattr(args, "report", None) is not None,  # the report shows per-word scores
+        **getattr(args, "phrases", {}),  # --constraints / --glossary (`aiayn.cli.evaluate`)
     )
     return translator, result
