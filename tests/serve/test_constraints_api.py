@@ -28,7 +28,8 @@ def test_constrained_translations_equal_the_library(client, translation_dir):
     response = client.post("/v1/translate", json=body)
     assert response.status_code == 200, response.text
     got = response.json()["translations"]
-    expected = load(translation_dir, "cpu").translate_nbest(texts, 2, beam=3, include=include, exclude=exclude)
+    translator = load(translation_dir, "cpu")
+    expected = translator.translate_nbest(texts, 2, beam=3, include=include, exclude=exclude)
     assert [[t["text"] for t in hyps] for hyps in got] == [[t.text for t in hyps] for hyps in expected]
     assert all(t["constraints_met"] == ("dog" in t["text"]) for t in got[0])
     assert all("a" not in t["text"] for t in got[1])
