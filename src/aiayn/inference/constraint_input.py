@@ -7,7 +7,10 @@ in-sentence form; with a Metaspace BPE or SentencePiece vocabulary the two are t
 
 An *excluded* phrase is blocked at word level: every segmentation of each of its forms into
 pieces of the vocabulary (its canonical tokens, and e.g. `▁Hu nd` for `▁Hund`) is blocked as
-a token sequence, since a model can spell a word in pieces other than the tokenizer's own.
+a token sequence, since a model can spell a word in pieces other than the tokenizer's own;
+the last piece may also run on past the word into punctuation (a Metaspace BPE vocabulary
+learns pieces such as `▁background.`). A sequence is blocked wherever it occurs, so a word
+that continues a blocked sequence (`▁Hund e`, "Hunde") is blocked too.
 Up to `MAX_SEGMENTATIONS` per form, fewest pieces first (a long word has more segmentations
 than can be blocked; the rest, spellings of many short pieces, are left open, and byte
 fallback tokens spelling a character in bytes are not pieces here).
@@ -15,6 +18,7 @@ fallback tokens spelling a character in bytes are not pieces here).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from functools import lru_cache
 
@@ -30,6 +34,7 @@ class PhraseEncoder:
     def __init__(self, tokenizer: object) -> None:
         self.tokenizer = tokenizer
         self._pieces: dict[str, int] | None = None
+        self._sorted: list[str] = []
         self.forms = lru_cache(maxsize=4096)(self._forms)
         self.segmentations = lru_cache(maxsize=4096)(self._segmentations)
 
@@ -43,7 +48,19 @@ class PhraseEncoder:
                 if i not in tokenizer.specials.ids:  # type: ignore[attr-defined]
                     pieces.setdefault(tokenizer.id_to_token(i), i)  # type: ignore[attr-defined]
             self._pieces = pieces
+            self._sorted = sorted(pieces)
         return self._pieces
+
+    def _closing(self, rest: str) -> list[int]:
+        """The pieces that start with `rest` and go on with a character that ends a word."""
+        pieces = self.pieces
+        found = []
+        for string in self._sorted[bisect.bisect_left(self._sorted, rest) :]:
+            if not string.startswith(rest):
+                break
+            if len(string) > len(rest) and not (string[len(rest)].isalnum() or string[len(rest)] == "_"):
+                found.append(pieces[string])
+        return found
 
     def _forms(self, phrase: str) -> tuple[tuple[int, ...], ...]:
         """The in-sentence token ids of `phrase` first, then its form at the start of a text
@@ -64,7 +81,7 @@ class PhraseEncoder:
         # ways[i]: segmentations of text[i:], each a tuple of ids, fewest pieces first
         ways: list[list[tuple[int, ...]]] = [[] for _ in range(len(text))] + [[()]]
         for i in range(len(text) - 1, -1, -1):
-            found = []
+            found = [(piece,) for piece in self._closing(text[i:])]
             for j in range(i + 1, min(len(text), i + longest) + 1):
                 piece = pieces.get(text[i:j])
                 if piece is not None:
