@@ -171,3 +171,48 @@ def test_python_api_include_and_exclude(model_dir):
         translator.translate(["ja"], include=[["yes"], ["no"]])
     with pytest.raises(ConfigError, match="has no tokens"):
         translator.translate(["ja"], include=[[" "]])
+
+
+INTERACTIONS = [
+    ["--nbest", "2"],
+    ["--quantize", "int8"],  # (--compile: the same search around a compiled step; compiling costs minutes)
+    ["--prefix", "t"],
+    ["--no-repeat-ngram-size", "2", "--repetition-penalty", "1.5"],
+    ["--scores", "--alignments"],
+    ["--model", "ENSEMBLE"],
+]
+
+
+@pytest.mark.parametrize("extra", INTERACTIONS, ids=lambda e: e[0])
+def test_constraints_with_the_other_options(model_dir, source, tmp_path, capsys, extra):
+    extra = [str(model_dir) if e == "ENSEMBLE" else e for e in extra]  # the same model twice
+    constraints = write(tmp_path / "c.jsonl", ['{"include": ["dog"]}', '{"exclude": ["o"]}', "{}", "{}"])
+    code, out, err = run(capsys, "translate", "--model", str(model_dir), "--input", source,
+                         "--format", "jsonl", "--constraints", constraints, *FAST, *extra)
+    assert code == 0, err
+    rows = jsonl(out)
+    assert all("dog" in r["text"] for r in rows if r["line"] == 0)
+    assert all("o" not in r["text"] for r in rows if r["line"] == 1)
+    if "--prefix" in extra:
+        assert all(r["text"].startswith("t") for r in rows if r["line"] != 2)
+    if "--scores" in extra:
+        assert all(len(r["token_scores"]) == len(r["text"]) + 1 for r in rows if r["text"])
+
+
+def test_a_ctranslate2_model_takes_exclude_and_refuses_include(model_dir, source, tmp_path, capsys):
+    pytest.importorskip("ctranslate2", reason="needs the optional extra 'export'")
+    from aiayn.export import export_ctranslate2
+
+    exported = str(export_ctranslate2(model_dir, tmp_path / "ct2"))
+    _, plain, _ = run(capsys, "translate", "--model", exported, "--input", source, *FAST)
+    banned = sorted({c for line in plain.split("\n") for c in line if c.isalpha()})[:2]
+    excluded = write(tmp_path / "x.jsonl", [json.dumps({"exclude": banned})] * len(LINES))
+    code, out, err = run(capsys, "translate", "--model", exported, "--input", source,
+                         "--constraints", excluded, *FAST)
+    assert code == 0, err
+    assert not set(banned) & set(out)
+    included = write(tmp_path / "i.jsonl", ['{"include": ["dog"]}', "{}", "{}", "{}"])
+    code, out, err = run(capsys, "translate", "--model", exported, "--input", source,
+                         "--constraints", included, *FAST)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert "not available with a CTranslate2 model" in err
