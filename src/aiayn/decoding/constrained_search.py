@@ -34,7 +34,6 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor
 
-from aiayn.decoding.beam_search import Finished
 from aiayn.decoding.common import (
     Hypothesis,
     length_penalty,
@@ -44,6 +43,7 @@ from aiayn.decoding.common import (
 )
 from aiayn.decoding.constraints import Negative, Positive, SentenceConstraints
 from aiayn.decoding.controls import Controls, controlled_log_probs, prefix_step, prefix_tensor
+from aiayn.decoding.finished import Finished
 from aiayn.model.transformer import Transformer
 
 
