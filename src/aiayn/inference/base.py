@@ -23,10 +23,11 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.decoding.common import Hypothesis, output_length_limit
-from aiayn.decoding.constraints import SentenceConstraints, any_constraints
+from aiayn.decoding.constraints import SentenceConstraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError, DataError
+from aiayn.inference.constraint_input import text_constraints
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation
 from aiayn.model.config import ModelConfig
 
@@ -181,8 +182,9 @@ class TranslatorBase:
             raise ConfigError(f"sample gives one translation per text; nbest must be 1, got {nbest}")
         encoded = self._encode([texts[i] for i in todo], "source", line_numbers, on_long_line)
         prefixes = self._prefixes(prefix, texts, todo, encoded, max_len_extra, controls, line_numbers)
-        constraints = self._constraints(
-            include, exclude, texts, todo, encoded, prefixes, max_len_extra, beam, controls, line_numbers
+        constraints = None if include is None and exclude is None else text_constraints(
+            self, include, exclude, texts, todo, encoded, prefixes, max_len_extra, beam, controls,
+            line_numbers,
         )
         if include is not None:  # an empty text gives an empty output: its phrases are not in it
             for i in sorted(set(range(len(texts))) - set(todo)):
@@ -199,37 +201,6 @@ class TranslatorBase:
             for i, hyps in zip(todo, found, strict=True):
                 results[i] = hyps
         return results
-
-    def _constraints(
-        self, include: Sequence[Sequence[str] | None] | None, exclude: Sequence[Sequence[str] | None] | None,
-        texts: Sequence[str], todo: list[int], encoded: list[list[int]], prefixes: list[list[int]] | None,
-        max_len_extra: int, beam: int, controls: Controls, line_numbers: Sequence[int],
-    ) -> list[SentenceConstraints] | None:
-        """The `SentenceConstraints` of the texts `todo` (None when no text has one), each
-        checked to fit its output length limit (which grows by its constraint tokens)."""
-        from aiayn.inference.constraint_input import PhraseEncoder, per_text
-
-        if include is None and exclude is None:
-            return None
-        includes = per_text(include, len(texts), "include")
-        excludes = per_text(exclude, len(texts), "exclude")
-        if not any(includes) and not any(excludes):
-            return None
-        self._check_constraints(any(includes), any(excludes), beam, controls)
-        phrases = self.__dict__.setdefault("_phrase_encoder", PhraseEncoder(self.tokenizers.target))
-        found = []
-        for n, (i, source, line) in enumerate(zip(todo, encoded, line_numbers, strict=True)):
-            c = phrases.sentence(includes[i], excludes[i], f"line {line}")
-            limit = output_length_limit(len(source) + 1, max_len_extra, None, None, controls.max_output_ratio)
-            limit = min(limit + c.include_tokens, self.config.max_len)
-            needed = c.include_tokens + (len(prefixes[n]) if prefixes else 0)
-            if needed > limit:
-                raise ConfigError(
-                    f"line {line}: the constraints (and prefix) have {needed} tokens; its output "
-                    f"length limit is {limit} tokens (the model's max_len is {self.config.max_len})"
-                )
-            found.append(c)
-        return found if any_constraints(found) else None
 
     def _prefixes(
         self, prefix: str | Sequence[str | None] | None, texts: Sequence[str], todo: list[int],

@@ -21,8 +21,11 @@ from __future__ import annotations
 import bisect
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
-from aiayn.decoding.constraints import SentenceConstraints
+from aiayn.decoding.common import output_length_limit
+from aiayn.decoding.constraints import SentenceConstraints, any_constraints
+from aiayn.decoding.controls import Controls
 from aiayn.errors import ConfigError
 
 MAX_SEGMENTATIONS = 64
@@ -151,3 +154,46 @@ def per_text(
             raise ConfigError(f"{name}[{i}] must be a list of phrases, got a str")
         lists.append(phrases)
     return lists
+
+
+def sentence_constraints(
+    encoder: PhraseEncoder, max_len: int, include: Sequence[Sequence[str]], exclude: Sequence[Sequence[str]],
+    sources: Sequence[Sequence[int]], prefixes: Sequence[Sequence[int]] | None, max_len_extra: int,
+    max_output_ratio: float | None, line_numbers: Sequence[int],
+) -> list[SentenceConstraints]:
+    """The `SentenceConstraints` of each source (its token ids), each checked to fit its output
+    length limit, which grows by its constraint tokens up to the model's `max_len`."""
+    found = []
+    for n, (source, line) in enumerate(zip(sources, line_numbers, strict=True)):
+        c = encoder.sentence(include[n], exclude[n], f"line {line}")
+        limit = output_length_limit(len(source) + 1, max_len_extra, None, None, max_output_ratio)
+        limit = min(limit + c.include_tokens, max_len)
+        needed = c.include_tokens + (len(prefixes[n]) if prefixes else 0)
+        if needed > limit:
+            raise ConfigError(
+                f"line {line}: the constraints (and prefix) have {needed} tokens; its output "
+                f"length limit is {limit} tokens (the model's max_len is {max_len})"
+            )
+        found.append(c)
+    return found
+
+
+def text_constraints(
+    translator: Any, include: Sequence[Sequence[str] | None] | None,
+    exclude: Sequence[Sequence[str] | None] | None, texts: Sequence[str], todo: list[int],
+    encoded: list[list[int]], prefixes: list[list[int]] | None, max_len_extra: int, beam: int,
+    controls: Controls, line_numbers: Sequence[int],
+) -> list[SentenceConstraints] | None:
+    """The `SentenceConstraints` of the texts `todo` of a `TranslatorBase` call (None when no
+    text has one), after the runtime's `_check_constraints`."""
+    includes = per_text(include, len(texts), "include")
+    excludes = per_text(exclude, len(texts), "exclude")
+    if not any(includes) and not any(excludes):
+        return None
+    translator._check_constraints(any(includes), any(excludes), beam, controls)
+    encoder = translator.__dict__.setdefault("_phrase_encoder", PhraseEncoder(translator.tokenizers.target))
+    found = sentence_constraints(
+        encoder, translator.config.max_len, [includes[i] for i in todo], [excludes[i] for i in todo], encoded,
+        prefixes, max_len_extra, controls.max_output_ratio, line_numbers,
+    )
+    return found if any_constraints(found) else None
