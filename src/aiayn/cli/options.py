@@ -139,5 +139,6 @@ def evaluate(
             translator, sources, references, **search_settings(args), lowercase=args.lowercase,
             token_scores=getattr(args, "report", None) is not None,  # the report shows per-word scores
             on_progress=progress.advance if progress.display is not None else None,
+            **getattr(args, "phrases", {}),  # --constraints / --glossary (`aiayn.cli.evaluate`)
         )
     return translator, result
