@@ -70,13 +70,14 @@ def count_lines(path: str) -> int | None:
     """The lines of an input file (gzip read as text), for a progress total; None if unreadable
     (the reading itself then reports the error)."""
     import gzip
+    import zlib
 
     try:
         with open(path, "rb") as handle:
             gzipped = handle.read(2) == b"\x1f\x8b"
         with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as handle:
             return sum(1 for _ in handle)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError
         return None
 
 
