@@ -151,13 +151,15 @@ def test_evaluate_reports_the_keep_rate(model_dir, tmp_path, capsys):
     source = write(tmp_path / "src.txt", SOURCES)
     ref = write(tmp_path / "ref.txt", TARGETS)
     constraints = write(tmp_path / "c.jsonl", ['{"include": ["dog"]}', '{"exclude": ["two"]}', *["{}"] * 3])
-    figures = tmp_path / "eval.json"
+    figures, report = tmp_path / "eval.json", tmp_path / "report.html"
     code, out, _ = run(capsys, "evaluate", "--model", str(model_dir), "--input", source, "--ref", ref,
-                       "--constraints", constraints, "--json", str(figures), *FAST)
+                       "--constraints", constraints, "--json", str(figures), "--report", str(report), *FAST)
     assert code == 0 and "constraints: 1/1 phrases to include kept" in out
     rates = json.loads(figures.read_text())["constraints"]
     assert rates["keep_rate"] == 1.0 and rates["include_phrases"] == 1
     assert rates["exclude_phrases"] == 1 and rates["exclude_appeared"] == 0
+    shown = json.loads(report.with_suffix(".json").read_text())["corpus"]["constraints"]  # the report's data
+    assert shown == rates and "keep_rate" in report.read_text()
 
 
 def test_python_api_include_and_exclude(model_dir):

@@ -85,5 +85,6 @@ def run(args: argparse.Namespace) -> int:
         from aiayn.evaluation.report_inputs import report_outputs
 
         outputs = report_outputs(translator, sources, result.translations, result.seconds)
-        write_report_files(args, sources, references, outputs, f"{model_names(args.model)}: {args.input}")
+        write_report_files(args, sources, references, outputs, f"{model_names(args.model)}: {args.input}",
+                           constraints=result.constraints)
     return 0
