@@ -56,12 +56,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         "--max-len: the old spelling)")
 
 
-def add_progress_argument(parser: argparse.ArgumentParser) -> None:
-    """--progress (translate, evaluate, classify predict): progress on stderr for a long input."""
+def add_progress_argument(parser: argparse.ArgumentParser, subject: str | None = None) -> None:
+    """--progress (translate, evaluate, classify predict, prepare): progress on stderr for long
+    work; `subject` says which (default: inputs of more than `LONG_INPUT_LINES` lines)."""
     from aiayn.progress_display import LONG_INPUT_LINES, PROGRESS_MODES
 
+    subject = subject or f"inputs of more than {LONG_INPUT_LINES} lines"
     parser.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
-                        help=f"progress on stderr for inputs of more than {LONG_INPUT_LINES} lines: a bar "
+                        help=f"progress on stderr for {subject}: a bar "
                         "(redrawn in place), plain lines every 30 seconds (for log files), or none; "
                         "auto (default): a bar on a terminal, else plain lines")
 
