@@ -220,3 +220,30 @@ class LineProgress:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+LONG_PREPARATION = {"pair": LONG_INPUT_LINES, "character": 100 * LONG_INPUT_LINES}
+"""A token store's preparation shows progress when it encodes more than this many units."""
+
+
+class PreparationProgress:
+    """Progress of a token store being made (`aiayn prepare`): `update(done, total)` is the data
+    code's `on_progress`; a display opens on the first update of a preparation longer than
+    `LONG_PREPARATION[unit]` (a store found in the cache shows nothing)."""
+
+    def __init__(self, mode: str, unit: str, **kwargs: Any) -> None:
+        self.mode, self.unit, self._kwargs = mode, unit, kwargs
+        self.display: ProgressDisplay | None = None
+
+    def update(self, done: int, total: int) -> None:
+        if self.display is None and total > LONG_PREPARATION[self.unit]:
+            self.display = ProgressDisplay(self.mode, total, self.unit, "prepare", **self._kwargs)
+        if self.display is not None:
+            self.display.update(done)
+
+    def __enter__(self) -> PreparationProgress:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        if self.display is not None:
+            self.display.close()

@@ -20,7 +20,7 @@ def test_a_blank_line_scores_as_aiayn_score_scores_it(model_dir, tmp_path, capsy
     source.write_text("".join(line + "\n" for line in [*BLANKS, "ja"]), encoding="utf-8")
     empty.write_text("\n" * (len(BLANKS) + 1), encoding="utf-8")
     assert main(["translate", "--model", str(model_dir), "--input", str(source), "--beam", beam,
-                 "--max-len", "4", "--device", "cpu", "--format", "jsonl", "--scores"]) == 0
+                 "--max-extra-len", "4", "--device", "cpu", "--format", "jsonl", "--scores"]) == 0
     records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
     assert main(["score", "--model", str(model_dir), "--input", str(source), "--ref", str(empty)]) == 0
     scored = [float(line) for line in capsys.readouterr().out.splitlines()]
@@ -35,8 +35,9 @@ def test_a_blank_line_in_the_nbest_text_format_has_the_same_score(model_dir, tmp
     source.write_text(" \n", encoding="utf-8")
     empty.write_text("\n", encoding="utf-8")
     assert main(["translate", "--model", str(model_dir), "--input", str(source), "--nbest", "2",
-                 "--max-len", "4", "--device", "cpu"]) == 0
-    index, score, text = capsys.readouterr().out.rstrip("\n").split("\t")
+                 "--max-extra-len", "4", "--device", "cpu"]) == 0
+    index, score, log_prob, text = capsys.readouterr().out.rstrip("\n").split("\t")
     assert main(["score", "--model", str(model_dir), "--input", str(source), "--ref", str(empty)]) == 0
     expected = float(capsys.readouterr().out)
     assert (index, text) == ("0", "") and float(score) == pytest.approx(expected, abs=1e-4) and expected < 0
+    assert float(log_prob) == pytest.approx(expected, abs=1e-4)

@@ -57,6 +57,20 @@ def test_brackets_train_resume_and_predict(tmp_path, capsys):
     rows = predictions(capsys.readouterr().out)
     assert len(rows) == 3 and rows[1] == (label, probability)  # same text, same answer
 
+    # a long input: printed in chunks, with progress on stderr (plain lines to a file), and an
+    # empty line named by its line number in the whole file
+    long = tmp_path / "long.txt"
+    long.write_text("()\n(][)\n" * 350, encoding="utf-8")
+    assert main(["classify", "predict", "--model", str(run_dir), "--input", str(long)]) == 0
+    out, err = capsys.readouterr()
+    assert predictions(out)[1::2] == [(label, probability)] * 350 and "\r" not in err
+    shown = [line for line in err.splitlines() if line.startswith("classify")]
+    assert shown and shown[-1].endswith("(done)") and "100.0% of 700 lines" in shown[-1]
+    long.write_text("()\n" * 554 + "\n()\n", encoding="utf-8")
+    assert main(["classify", "predict", "--model", str(run_dir), "--input", str(long)]) == 2
+    out, err = capsys.readouterr()
+    assert f"{long}: line 555: empty text" in err and out == ""  # nothing printed
+
 
 def test_tsv_train_and_predict(tmp_path, capsys):
     lines = [

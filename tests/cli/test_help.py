@@ -37,6 +37,7 @@ def test_top_level_help_groups_the_commands_and_names_the_docs(capsys):
 
 @pytest.mark.parametrize(("argv", "suggested"), [
     (["tarin"], "did you mean 'train'?"),
+    (["demo"], "did you mean 'shapes'?"),
     (["lm", "generat"], "did you mean 'generate'?"),
     (["translate", "--model", "m", "--max-extra-lenn", "3"], "did you mean '--max-extra-len'"),
     (["average", "runs/x", "--out", "y", "--lats", "3"], "did you mean '--last'"),

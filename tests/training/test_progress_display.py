@@ -88,3 +88,17 @@ def test_the_old_progress_bar_key_is_read_with_a_warning(caplog):
     data["train"]["progress"] = "plain"
     with pytest.raises(ConfigError, match="not both"):
         config_from_dict(data)
+
+
+def test_the_dates_recipe_is_bounded_by_steps_and_a_clock_stop_gets_a_note(capsys):
+    from aiayn.cli.train import print_guard_note
+    from aiayn.tasks import default_config_path, load_config
+
+    config = load_config(default_config_path(), [])
+    train = config.train
+    assert train.max_steps == 1500 and not train.schedule_follows_budget and train.max_minutes >= 30
+    print_guard_note({"steps": 1500, "train_minutes": 2.5}, config)
+    assert capsys.readouterr().out == ""
+    print_guard_note({"steps": 900, "train_minutes": train.max_minutes}, config)
+    note = capsys.readouterr().out
+    assert note.count("\n") == 1 and "stopped the run at step 900 of 1,500" in note

@@ -35,6 +35,25 @@ def test_prepare_then_train_reuses_the_store(tmp_path, capsys):
     assert (tmp_path / "run" / "train.log").read_text().count("found, not re-encoded") == 2
 
 
+def test_prepare_reports_a_long_preparation_in_plain_lines(tmp_path, capsys, monkeypatch):
+    """A store of more than 500 pairs shows its progress on stderr (plain lines to a file, no
+    carriage return, one per chunk here); a short one, or one found in the cache, shows none."""
+    monkeypatch.setattr("aiayn.progress_display.DEFAULT_INTERVAL_S", 0.0)
+    monkeypatch.setattr("aiayn.data.pair_store.ENCODE_CHUNK", 250)
+    config = tmp_path / "copy.yaml"
+    config.write_text(yaml.safe_dump(CONFIG | {"data": CONFIG["data"] | {"num_train": 600}}))
+    cache = ["--set", f"data.cache_dir={tmp_path / 'cache'}"]
+    assert main(["prepare", str(config), *cache]) == 0
+    err = capsys.readouterr().err
+    shown = [line for line in err.splitlines() if line.startswith("prepare")]
+    assert "\r" not in err and shown[-1].endswith("(done)")
+    assert [line.split(" | ")[1] for line in shown[:-1]] == [
+        f"{100 * done / 600:5.1f}% of 600 pairs" for done in (250, 500, 600)
+    ]
+    assert main(["prepare", str(config), *cache]) == 0  # found: nothing to show
+    assert not [line for line in capsys.readouterr().err.splitlines() if line.startswith("prepare")]
+
+
 def test_prepare_refuses_a_classifier_config(tmp_path, capsys):
     config = tmp_path / "brackets.yaml"
     config.write_text(yaml.safe_dump({"data": {"task": "brackets"}}))

@@ -45,15 +45,21 @@ class Classifier:
         tokenizer = Tokenizer.load(record.path / JOINT_FILE, SpecialTokens.of(model.config))
         return cls(model, tokenizer, labels)
 
-    def predict(self, texts: list[str], origin: str = "input") -> list[Prediction]:
+    def predict(self, texts: list[str], origin: str = "input", first_line: int = 1) -> list[Prediction]:
         """The prediction for each text (non-empty; longer ones are cut to fit the model's max_len).
 
-        `origin` names the texts in errors (e.g. the file they come from).
+        `origin` names the texts in errors (e.g. the file they come from), `first_line` the line
+        number of the first text there.
         """
-        for number, text in enumerate(texts, start=1):
-            if not text.strip():
-                raise DataError(f"{origin}: line {number}: empty text, nothing to classify")
+        check_texts(texts, origin, first_line)
         ids = encode_texts(self.tokenizer, texts, self.model.config.max_len - 1, origin)  # + <bos>
         dataset = ClassificationDataset(ids, [0] * len(ids), self.model.config.pad_id)
         probs, predicted = predict_probabilities(self.model, dataset)
         return [Prediction(self.labels[int(c)], float(probs[i, c])) for i, c in enumerate(predicted.tolist())]
+
+
+def check_texts(texts: list[str], origin: str = "input", first_line: int = 1) -> None:
+    """A `DataError` naming the first empty text (line `first_line` + its index in `origin`)."""
+    for number, text in enumerate(texts, start=first_line):
+        if not text.strip():
+            raise DataError(f"{origin}: line {number}: empty text, nothing to classify")

@@ -15,6 +15,7 @@ import argparse
 from pathlib import Path
 
 from aiayn.cli.lm import CONFIGS, add_tokenizer_argument, load_task_config
+from aiayn.cli.options import add_progress_argument
 from aiayn.cli.train import (
     add_run_arguments,
     check_resume_alone,
@@ -27,6 +28,10 @@ from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
 
 DEFAULT_CONFIG = CONFIGS / "brackets.yaml"
 TSV_CONFIG = CONFIGS / "classify_tsv.yaml"  # the default with --tsv
+
+
+PREDICT_CHUNK = 500
+"""Texts classified (and printed) at a time by `classify predict`."""
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -66,6 +71,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     source.add_argument("--input", metavar="FILE", help="texts to classify, one per line")
     source.add_argument("--text", help="one text to classify")
     predict.add_argument("--device", default="auto", help="'cpu', 'cuda', ... or 'auto'")
+    add_progress_argument(predict)
     predict.set_defaults(func=run_predict)
 
 
@@ -115,8 +121,9 @@ def run_train(args: argparse.Namespace) -> int:
 
 
 def run_predict(args: argparse.Namespace) -> int:
-    from aiayn.classify.predict import Classifier
+    from aiayn.classify.predict import Classifier, check_texts
     from aiayn.data.corpus import read_lines
+    from aiayn.progress_display import LineProgress
     from aiayn.training.device import select_device
 
     classifier = Classifier.load(args.model, device=select_device(args.device))
@@ -124,6 +131,10 @@ def run_predict(args: argparse.Namespace) -> int:
         texts, origin = [args.text], "--text"
     else:
         texts, origin = read_lines(args.input), args.input
-    for prediction in classifier.predict(texts, origin):
-        print(f"{prediction.label}\t{prediction.probability:.4f}")
+    check_texts(texts, origin)  # the whole input first: nothing printed for a bad one
+    with LineProgress(len(texts), "classify", args.progress) as progress:
+        for first in range(0, len(texts), PREDICT_CHUNK):  # printed chunk by chunk, progress after each
+            for prediction in classifier.predict(texts[first : first + PREDICT_CHUNK], origin, first + 1):
+                print(f"{prediction.label}\t{prediction.probability:.4f}")
+            progress.advance(min(first + PREDICT_CHUNK, len(texts)))
     return 0

@@ -15,6 +15,7 @@ import argparse
 import json
 from typing import TYPE_CHECKING
 
+from aiayn.cli.constraint_files import line_constraints
 from aiayn.cli.options import (
     add_compile_argument,
     add_model_arguments,
@@ -27,6 +28,8 @@ from aiayn.cli.options import (
     read_parallel_files,
 )
 from aiayn.cli.report_arguments import add_report_arguments, check_report_arguments
+from aiayn.cli.translate import constraint_source
+from aiayn.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     pass
@@ -47,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--json", metavar="FILE", help="write the figures as JSON here")
     add_progress_argument(parser)
     add_report_arguments(parser, with_reference=True)
+    from aiayn.cli.constraint_files import add_constraint_arguments
+
+    add_constraint_arguments(parser)
     parser.set_defaults(func=run)
 
 
@@ -55,7 +61,15 @@ def run(args: argparse.Namespace) -> int:
 
     check_report_arguments(args)
     sources, references = read_parallel_files(args.input, args.ref)
-    translator, result = evaluate(args.model, args, sources, references)
+    constraints = line_constraints(args, sources, args.input)
+    if constraints is not None:
+        args.phrases = constraints.chunk(0, len(sources))
+    try:
+        translator, result = evaluate(args.model, args, sources, references)
+    except ConfigError as error:  # "line N: ..." from the constraints' checks
+        if constraints is None or not str(error).startswith("line "):
+            raise
+        raise DataError(f"{constraint_source(args)}: {error}") from None
     print(result.summary())
     if args.output:
         atomic_write_text(args.output, "".join(one_line(h) + "\n" for h in result.hypotheses))
@@ -71,5 +85,6 @@ def run(args: argparse.Namespace) -> int:
         from aiayn.evaluation.report_inputs import report_outputs
 
         outputs = report_outputs(translator, sources, result.translations, result.seconds)
-        write_report_files(args, sources, references, outputs, f"{model_names(args.model)}: {args.input}")
+        write_report_files(args, sources, references, outputs, f"{model_names(args.model)}: {args.input}",
+                           constraints=result.constraints)
     return 0

@@ -191,6 +191,9 @@ def suggestion(word: str, choices: list[str]) -> str | None:
     return close[0] if close else None
 
 
+RENAMED = {"demo": "shapes"}
+"""Commands that were renamed: the old name suggests the new one."""
+
 INVALID_CHOICE = re.compile(r"invalid choice: '(?P<word>[^']*)' \(choose from (?P<choices>.*)\)$")
 
 
@@ -200,7 +203,8 @@ def with_suggestion(message: str, parser: argparse.ArgumentParser) -> str:
     found = INVALID_CHOICE.search(message)
     if found:
         choices = re.findall(r"'([^']*)'", found["choices"])
-        guess = suggestion(found["word"], choices)
+        guess = RENAMED.get(found["word"]) if RENAMED.get(found["word"]) in choices else None
+        guess = guess or suggestion(found["word"], choices)
         if guess is None:
             return message
         return message[: found.start("choices") - len(" (choose from ")] + \

@@ -56,12 +56,14 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
                         "--max-len: the old spelling)")
 
 
-def add_progress_argument(parser: argparse.ArgumentParser) -> None:
-    """--progress (translate, evaluate, classify predict): progress on stderr for a long input."""
+def add_progress_argument(parser: argparse.ArgumentParser, subject: str | None = None) -> None:
+    """--progress (translate, evaluate, classify predict, prepare): progress on stderr for long
+    work; `subject` says which (default: inputs of more than `LONG_INPUT_LINES` lines)."""
     from aiayn.progress_display import LONG_INPUT_LINES, PROGRESS_MODES
 
+    subject = subject or f"inputs of more than {LONG_INPUT_LINES} lines"
     parser.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
-                        help=f"progress on stderr for inputs of more than {LONG_INPUT_LINES} lines: a bar "
+                        help=f"progress on stderr for {subject}: a bar "
                         "(redrawn in place), plain lines every 30 seconds (for log files), or none; "
                         "auto (default): a bar on a terminal, else plain lines")
 
@@ -70,13 +72,14 @@ def count_lines(path: str) -> int | None:
     """The lines of an input file (gzip read as text), for a progress total; None if unreadable
     (the reading itself then reports the error)."""
     import gzip
+    import zlib
 
     try:
         with open(path, "rb") as handle:
             gzipped = handle.read(2) == b"\x1f\x8b"
         with (gzip.open(path, "rb") if gzipped else open(path, "rb")) as handle:
             return sum(1 for _ in handle)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # gzip.BadGzipFile is an OSError
         return None
 
 
@@ -139,5 +142,6 @@ def evaluate(
             translator, sources, references, **search_settings(args), lowercase=args.lowercase,
             token_scores=getattr(args, "report", None) is not None,  # the report shows per-word scores
             on_progress=progress.advance if progress.display is not None else None,
+            **getattr(args, "phrases", {}),  # --constraints / --glossary (`aiayn.cli.evaluate`)
         )
     return translator, result

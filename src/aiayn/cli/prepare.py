@@ -13,6 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
+from aiayn.cli.options import add_progress_argument
 from aiayn.errors import ConfigError
 
 
@@ -33,11 +34,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="SECTION.KEY=VALUE",
         help="override a config field, e.g. --set data.vocab_size=16000 (repeatable)",
     )
+    add_progress_argument(parser, "a store of more than 500 pairs (50,000 characters for a language model)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from aiayn.data.token_store import cache_dir_for
+    from aiayn.progress_display import PreparationProgress
     from aiayn.tasks import default_config_path, load_config
     from aiayn.training.data_settings import TokenStoreSettings
     from aiayn.training.run_dir import default_run_dir
@@ -47,14 +50,16 @@ def run(args: argparse.Namespace) -> int:
     if not isinstance(data, TokenStoreSettings) or data.kind not in ("translation", "lm"):
         raise ConfigError(f"data.task {data.task!r} ({data.kind}) has no token store to prepare")
     cache = cache_dir_for(data.cache_dir, args.out or default_run_dir(args.config or default_config_path()))
-    if data.kind == "translation":
-        from aiayn.translation.data import prepare_data
+    unit = "pair" if data.kind == "translation" else "character"
+    with PreparationProgress(args.progress, unit) as progress:
+        if data.kind == "translation":
+            from aiayn.translation.data import prepare_data
 
-        store = prepare_data(data, cache_dir=cache).store
-    else:
-        from aiayn.lm.run import prepare_lm_data
+            store = prepare_data(data, cache_dir=cache, on_progress=progress.update).store
+        else:
+            from aiayn.lm.run import prepare_lm_data
 
-        store = prepare_lm_data(data, cache_dir=cache).store
+            store = prepare_lm_data(data, cache_dir=cache, on_progress=progress.update).store
     manifest = store.manifest
     summary = {
         key: manifest[key] for key in ("num_pairs", "num_tokens", "filters", "corpora") if key in manifest

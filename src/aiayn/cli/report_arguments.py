@@ -78,9 +78,11 @@ def check_report_arguments(args: argparse.Namespace) -> None:
 
 
 def write_report_files(
-    args: argparse.Namespace, sources: Sequence[str], references: Sequence[str] | None, outputs, title: str
+    args: argparse.Namespace, sources: Sequence[str], references: Sequence[str] | None, outputs, title: str,
+    constraints: dict | None = None,
 ) -> None:
-    """Build the report of `outputs` (with the compared system, if any) and write it."""
+    """Build the report of `outputs` (with the compared system, if any, and the constraints' keep
+    rate, if decoded with constraints) and write it."""
     from aiayn.cli.options import evaluate, read_parallel_files
     from aiayn.evaluation.report import build_report
     from aiayn.evaluation.report_inputs import report_outputs
@@ -99,7 +101,7 @@ def write_report_files(
     data = build_report(
         sources, references, outputs, flag_settings(args), lowercase=getattr(args, "lowercase", False),
         compare=compare, compare_name=name, bootstrap_samples=getattr(args, "bootstrap_samples", 1000),
-        title=title,
+        title=title, constraints=constraints,
     )
     page, data_file = write_report(data, args.report)
     if "compare" in data:

@@ -27,6 +27,12 @@ log-probabilities, `<eos>` included: the figure `aiayn score` prints for the pai
 forced decoding of each output, as `--scores` does; an output cut at the length limit has no
 `<eos>` step, and `aiayn score` of its text adds one).
 
+`--constraints FILE` / `--glossary FILE`: phrases each translation must contain or avoid
+(`aiayn.cli.constraint_files`, docs/constraints.md); the whole input is read first, and the
+output is written once every line is translated. jsonl objects then carry `constraints_met`
+(false: the length limit came before every phrase was in) and, with a glossary, `glossary`
+(the entries applied); stderr gets the count of lines whose phrases are not all in.
+
 `--report OUT.html` also writes the evaluation report of the translations printed (flags,
 attention; no scores without a reference: `aiayn evaluate --report` has them): the same
 decoding, whose lines and outputs are kept for the report.
@@ -66,10 +72,11 @@ from aiayn.decoding_options import (
     TOP_K,
     TOP_P,
 )
-from aiayn.errors import DataError, DecodingError
+from aiayn.errors import ConfigError, DataError, DecodingError
 from aiayn.files import atomic_path
 
 if TYPE_CHECKING:
+    from aiayn.cli.constraint_files import LineConstraints
     from aiayn.inference import Translation, Translator
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -124,6 +131,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--output", metavar="FILE", help="write here (atomically) instead of stdout")
     add_search_arguments(parser)
     add_control_arguments(parser)
+    from aiayn.cli.constraint_files import add_constraint_arguments
+
+    add_constraint_arguments(parser)
     parser.add_argument("--nbest", type=bounded_int(1), default=1, metavar="K",
                         help="print K hypotheses per input as index<TAB>score<TAB>log_prob<TAB>text "
                         "(score: log P over the length penalty, which ranks; log_prob: log P, as "
@@ -216,10 +226,11 @@ def format_nbest(first_index: int, nbest: list[list[Translation]]) -> list[str]:
 
 
 def format_jsonl(
-    first_index: int, nbest: list[list[Translation]], translator: Translator, scores: bool = True
+    first_index: int, nbest: list[list[Translation]], translator: Translator, scores: bool = True,
+    constraints: LineConstraints | None = None,
 ) -> list[str]:
     """One JSON object per output of consecutive inputs (see the module docstring); `scores`:
-    with the per-token and per-word scores (`--scores`)."""
+    with the per-token and per-word scores (`--scores`); `constraints`: with the constraint fields."""
     import json
 
     from aiayn.inference.words import translation_details
@@ -230,13 +241,24 @@ def format_jsonl(
         for rank, entry in enumerate(entries):
             details = translation_details(entry if scores else entry._replace(token_scores=None), tokenizer)
             record = {"line": first_index + i, "rank": rank, "text": entry.text, "score": entry.score,
-                      "log_prob": log_prob(entry), **details}
+                      "log_prob": log_prob(entry), **details,
+                      **constraint_fields(entry, constraints, first_index + i)}
             try:  # strict JSON: NaN and Infinity are not JSON numbers
                 lines.append(json.dumps(record, ensure_ascii=False, allow_nan=False))
             except ValueError:
                 raise DecodingError(f"line {first_index + i + 1}: a score of the output is not a finite "
                                     "number; nothing was output for it") from None
     return lines
+
+
+def constraint_fields(entry: Translation, constraints: LineConstraints | None, line: int) -> dict:
+    """`constraints_met` and `glossary` (the entries applied) of one output, when constrained."""
+    if constraints is None:
+        return {}
+    fields: dict = {"constraints_met": entry.constraints_met}
+    if constraints.glossary is not None:
+        fields["glossary"] = [{"source": e.source, "target": e.target} for e in constraints.glossary[line]]
+    return fields
 
 
 # ------------------------------------------------------------------ command
@@ -291,39 +313,80 @@ def run(args: argparse.Namespace) -> int:
 
     with ExitStack() as stack:
         lines, chunk_lines, source_name = open_source(args, stack)
+        constraints, held = read_line_constraints(args, translator, lines, source_name)
+        if constraints is not None:
+            lines = held
         out = open_output(args, stack)
         total = count_lines(args.input) if args.input is not None else None
         progress = stack.enter_context(LineProgress(total, "translate", args.progress))
-        done, seconds = 0, 0.0
+        pending: list[str] | None = None if constraints is None else []  # written once all succeed
+        done, seconds, unmet = 0, 0.0, 0
         for chunk in chunks(lines, chunk_lines):
             start = time.perf_counter()
+            phrases = {} if constraints is None else constraints.chunk(done, done + len(chunk))
             try:
                 nbest = translator.translate_nbest(
                     chunk, args.nbest, line_offset=done, on_long_line=args.on_long_line,
                     token_scores=args.scores or args.report is not None or args.format == "jsonl"
                     or args.nbest > 1,  # log_prob is their sum
                     alignments=args.alignments,
-                    **search_settings(args), **control_settings(args),
+                    **search_settings(args), **control_settings(args), **phrases,
                 )
             except DataError as error:  # a line too long, with --on-long-line error
                 raise DataError(f"{source_name}: {error} (--on-long-line truncate cuts it)") from None
+            except ConfigError as error:  # "line N: ..." from the constraints' checks
+                if constraints is None or not str(error).startswith("line "):
+                    raise
+                raise DataError(f"{constraint_source(args)}: {error}") from None
             seconds += time.perf_counter() - start
+            unmet += sum(not entries[0].constraints_met for entries in nbest)
             if args.format == "jsonl":
-                output = format_jsonl(done, nbest, translator, scores=args.scores)
+                output = format_jsonl(done, nbest, translator, scores=args.scores, constraints=constraints)
             elif args.nbest == 1:
                 output = [one_line(entries[0].text) for entries in nbest]
             else:
                 output = format_nbest(done, nbest)
-            out.write("".join(line + "\n" for line in output))
-            out.flush()
+            if pending is not None:
+                pending.extend(output)
+            else:
+                out.write("".join(line + "\n" for line in output))
+                out.flush()
             if args.report is not None:
                 sources.extend(chunk)
                 best.extend(entries[0] for entries in nbest)
             done += len(chunk)
             progress.advance(done)
+        if pending is not None:
+            out.write("".join(line + "\n" for line in pending))
+            out.flush()
+    if constraints is not None and any(constraints.include):
+        with_phrases = sum(bool(phrases) for phrases in constraints.include)
+        print(f"constraints: {unmet} of {with_phrases} line(s) with phrases to include reached the length "
+              "limit before holding them all (constraints_met: false)", file=sys.stderr)
     if args.report is not None:
         write_translate_report(args, translator, sources, best, seconds, source_name)
     return 0
+
+
+def constraint_source(args: argparse.Namespace) -> str:
+    """The constraint file(s) named in messages."""
+    return " / ".join(name for name in (args.constraints, args.glossary) if name is not None)
+
+
+def read_line_constraints(
+    args: argparse.Namespace, translator: Translator, lines: Iterable[str], source_name: str
+) -> tuple[LineConstraints | None, list[str]]:
+    """With --constraints or --glossary: the whole input (read now) and its constraints, every
+    phrase tokenized, so that a bad file stops the command before anything is written."""
+    from aiayn.cli.constraint_files import check_phrases, line_constraints
+
+    if args.constraints is None and args.glossary is None:
+        return None, []
+    held = list(lines)
+    constraints = line_constraints(args, held, source_name)
+    assert constraints is not None
+    check_phrases(translator, constraints, constraint_source(args))
+    return constraints, held
 
 
 def write_translate_report(

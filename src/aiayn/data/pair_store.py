@@ -27,7 +27,7 @@ import array
 import itertools
 import logging
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,9 @@ from aiayn.data.tokenizer_spec import is_trained_kind
 from aiayn.errors import DataError
 
 log = logging.getLogger(__name__)
+
+Progress = Callable[[int, int], None]
+"""`on_progress(done, total)`: how far a long preparation is, in the units it counts."""
 
 ENCODE_CHUNK = 8192  # pairs encoded in one batch call
 FILTERS = ("empty", "too_long", "length_ratio", "duplicates", "test_overlap")
@@ -94,9 +97,11 @@ def find_or_prepare(
     heldout: Sequence[tuple[str, str]] = (),
     tokenizers: TokenizerPair | None = None,
     create: bool = True,
+    on_progress: Progress | None = None,
 ) -> tuple[TokenStore, TokenizerPair]:
     """The store of `sources` under `cache_dir`, made when missing (unless `create` is False:
-    then a missing store is a `DataError`), and its tokenizers.
+    then a missing store is a `DataError`), and its tokenizers. `on_progress(done, total)`: called
+    with the pairs encoded so far, of all pairs, while a store is made.
 
     `tokenizers` given (a resumed run's): the store trained for these settings is used when it
     holds the same tokenizer, else a store encoded with them. A loaded `data.tokenizer` (not a
@@ -133,7 +138,7 @@ def find_or_prepare(
         tokenizers = train_tokenizers(sources, counts, settings)
     with StoreWriter(directory, ids_dtype(tokenizers.source.vocab_size), "pairs") as writer:
         tokenizers.save(writer.directory)
-        summary = encode_into(writer, sources, tokenizers, settings, heldout)
+        summary = encode_into(writer, sources, tokenizers, settings, heldout, on_progress, sum(counts))
         summary |= {
             "key": key,
             "settings": asdict(settings),
@@ -209,8 +214,11 @@ def encode_into(
     tokenizers: TokenizerPair,
     settings: StoreSettings,
     heldout: Sequence[tuple[str, str]],
+    on_progress: Progress | None = None,
+    total: int = 0,
 ) -> dict[str, Any]:
-    """Stream, encode, filter and append every source's pairs; the manifest's counts."""
+    """Stream, encode, filter and append every source's pairs; the manifest's counts.
+    `on_progress(done, total)` after each chunk: pairs read so far, of `total`."""
     counts = dict.fromkeys(FILTERS, 0)
     heldout_hashes = {hash(pair) for pair in heldout}
     starts: dict[str, list[np.ndarray]] = {"src": [], "tgt": []}
@@ -218,6 +226,7 @@ def encode_into(
     corpus_ids, pair_hashes, overlap = array.array("B"), array.array("q"), array.array("B")
     corpora = []
     ratio, longest = settings.max_length_ratio, settings.max_sentence_tokens
+    done = 0
     for number, source in enumerate(sources):
         read = kept_before = 0
         kept_before = len(corpus_ids)
@@ -246,6 +255,9 @@ def encode_into(
                 starts[side].append(writer.append(f"{side}_ids.bin", rows))
                 lengths[side].append(np.fromiter(map(len, rows), dtype=np.int32, count=len(rows)))
             corpus_ids.extend([number] * len(keep_src))
+            done += len(chunk)
+            if on_progress is not None:
+                on_progress(done, total)
         corpora.append({"name": source.name, "read": read, "encoded": len(corpus_ids) - kept_before})
     hashes = np.frombuffer(pair_hashes, dtype=np.int64) if pair_hashes else np.zeros(0, np.int64)
     keep = np.zeros(len(hashes), dtype=bool)

@@ -35,7 +35,6 @@ best-scoring output (tests compare with exhaustive enumeration).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +47,7 @@ from aiayn.decoding.common import (
     output_limits,
     padding_mask_or_none,
 )
+from aiayn.decoding.constraints import SentenceConstraints, any_constraints
 from aiayn.decoding.controls import (
     NO_CONTROLS,
     Controls,
@@ -55,42 +55,9 @@ from aiayn.decoding.controls import (
     prefix_step,
     prefix_tensor,
 )
+from aiayn.decoding.finished import Finished
 from aiayn.eval_mode import eval_mode
 from aiayn.model.transformer import Transformer
-
-
-@dataclass
-class Finished:
-    """The N best finished hypotheses of each open sentence (b sentences, N kept, L max tokens)."""
-
-    scores: Tensor  # (b, N) normalised scores, -inf where empty
-    tokens: Tensor  # (b, N, L) generated tokens, pad after the end
-    lengths: Tensor  # (b, N) |Y|
-
-    def merge(self, scores: Tensor, tokens: Tensor, length: int) -> None:
-        """Add candidates scores (b, K), tokens (b, K, L) of length |Y| = `length`."""
-        all_scores = torch.cat([self.scores, scores], dim=1)  # (b, N + K)
-        all_lengths = torch.cat([self.lengths, torch.full_like(scores, length, dtype=torch.long)], 1)
-        keep = all_scores.topk(self.scores.size(1), dim=1).indices  # (b, N)
-        self.scores = all_scores.gather(1, keep)
-        self.lengths = all_lengths.gather(1, keep)
-        all_tokens = torch.cat([self.tokens, tokens], dim=1)  # (b, N + K, L)
-        self.tokens = all_tokens.gather(1, keep[:, :, None].expand(-1, -1, all_tokens.size(2)))
-
-    def select(self, index: Tensor) -> None:
-        """Keep sentences `index` (b',)."""
-        self.scores, self.tokens, self.lengths = self.scores[index], self.tokens[index], self.lengths[index]
-
-    def hypotheses(self, i: int, eos_id: int) -> list[Hypothesis]:
-        """Sentence i's finished hypotheses, best first, without `<eos>`."""
-        result = []
-        for score, tokens, length in zip(
-            self.scores[i].tolist(), self.tokens[i].tolist(), self.lengths[i].tolist(), strict=True
-        ):
-            if score != float("-inf"):
-                tokens = tokens[:length]
-                result.append(Hypothesis(tokens[:-1] if tokens[-1] == eos_id else tokens, score))
-        return result
 
 
 def beam_search(
@@ -105,6 +72,7 @@ def beam_search(
     eos_id: int | None = None,
     controls: Controls = NO_CONTROLS,
     prefixes: Sequence[Sequence[int]] | None = None,
+    constraints: Sequence[SentenceConstraints] | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over a batch of sentences (see the module docstring for the algorithm).
 
@@ -121,6 +89,8 @@ def beam_search(
         controls: n-gram blocking, repetition penalty, length ratio (`aiayn.decoding.controls`;
             `sample` is greedy search's).
         prefixes: B target prefixes (ids, may be empty), forced then continued.
+        constraints: B `SentenceConstraints` (phrases to include / exclude); when any
+            sentence has one, the search is `aiayn.decoding.constrained_search`'s.
 
     Returns:
         For each sentence, up to N `Hypothesis(tokens, score)`, best first; tokens exclude
@@ -131,6 +101,14 @@ def beam_search(
     bos_id = model.config.bos_id if bos_id is None else bos_id
     eos_id = model.config.eos_id if eos_id is None else eos_id
     with eval_mode(model):
+        if any_constraints(constraints):
+            from aiayn.decoding.constrained_search import constrained_beam_search
+
+            assert constraints is not None
+            return constrained_beam_search(
+                model, src, constraints, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id,
+                controls, prefixes,
+            )
         return _beam_search(
             model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id, controls, prefixes
         )

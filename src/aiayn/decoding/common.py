@@ -27,10 +27,13 @@ from aiayn.model.masks import padding_mask
 
 
 class Hypothesis(NamedTuple):
-    """One decoded output: token ids (no `<bos>`/`<eos>`) and its score."""
+    """One decoded output: token ids (no `<bos>`/`<eos>`) and its score; `constraints_met`
+    is False only for an output of a constrained search that reached its length limit before
+    containing every phrase it had to (`aiayn.decoding.constrained_search`)."""
 
     tokens: list[int]
     score: float
+    constraints_met: bool = True
 
 
 def output_length_limit(

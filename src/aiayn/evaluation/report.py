@@ -125,6 +125,7 @@ def build_report(
     compare_name: str = "",
     bootstrap_samples: int = BOOTSTRAP_SAMPLES,
     title: str = "aiayn evaluation report",
+    constraints: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The report's data (module docstring) for a model's `outputs` on `sources`.
 
@@ -136,6 +137,8 @@ def build_report(
         compare: a second system (its `ModelOutputs`, or its hypotheses); needs references.
         compare_name: what to call the second system.
         bootstrap_samples: resamples of the paired bootstrap test.
+        constraints: how the lexical constraints were kept
+            (`aiayn.evaluation.constraint_rates.constraint_rates`), shown beside the scores.
     """
     count = len(sources)
     if len(outputs.sentences) != count:
@@ -192,6 +195,8 @@ def build_report(
         "attention_note": outputs.attention_note, "settings": asdict(settings) | {"lowercase": lowercase},
         "has_reference": with_reference, "corpus": corpus, "flags": flag_info, "sentences": sentences,
     }
+    if constraints is not None:
+        corpus["constraints"] = constraints
     if references is not None:
         bleu = corpus_bleu(hypotheses, references, lowercase=lowercase)
         chrf = corpus_chrf(hypotheses, references, lowercase=lowercase)

@@ -23,9 +23,11 @@ from torch import nn
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.decoding.common import Hypothesis, output_length_limit
+from aiayn.decoding.constraints import SentenceConstraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls, check_finite_scores
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError, DataError
+from aiayn.inference.constraint_input import text_constraints
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation
 from aiayn.model.config import ModelConfig
 
@@ -90,13 +92,19 @@ class TranslatorBase:
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
         batch_tokens: int, exact_scores: bool, controls: Controls = NO_CONTROLS,
-        prefixes: list[list[int]] | None = None,
+        prefixes: list[list[int]] | None = None, constraints: list[SentenceConstraints] | None = None,
     ) -> list[list[Hypothesis]]:
         """Per source (token ids without `<eos>`), up to `nbest` hypotheses, best first.
         `exact_scores` False allows scores that are only good enough to rank (none are shown).
         `controls` and `prefixes` (target ids per source, checked to fit the length limit):
-        see `aiayn.decoding.controls`; with `controls.sample` the search is one draw per step."""
+        see `aiayn.decoding.controls`; with `controls.sample` the search is one draw per step.
+        `constraints` (one per source, given only when some has one; checked by
+        `_check_constraints`): see `aiayn.decoding.constraints`."""
         raise NotImplementedError
+
+    def _check_constraints(self, include: bool, exclude: bool, beam: int, controls: Controls) -> None:
+        """`ConfigError` (one line) for constraints this runtime or these settings cannot honour."""
+        raise ConfigError(f"lexical constraints are not available with a {type(self).__name__}")
 
     def _token_log_probs(
         self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int
@@ -155,9 +163,12 @@ class TranslatorBase:
         batch_tokens: int, line_offset: int, on_long_line: str, exact_scores: bool,
         controls: Controls = NO_CONTROLS, prefix: str | Sequence[str | None] | None = None,
         encoded_sources: dict[int, list[int]] | None = None,
+        include: Sequence[Sequence[str] | None] | None = None,
+        exclude: Sequence[Sequence[str] | None] | None = None,
     ) -> list[list[Hypothesis]]:
         """Up to `nbest` hypotheses of each text; `encoded_sources` (when given) receives the
-        source ids of each text that was decoded, by its index."""
+        source ids of each text that was decoded, by its index; `include` / `exclude`: the
+        constraint phrases of each text (`aiayn.inference.constraint_input`)."""
         if beam < 1 or not 1 <= nbest <= beam:
             raise ConfigError(f"need beam >= 1 and 1 <= nbest <= beam, got beam={beam}, nbest={nbest}")
         if batch_tokens < 1:
@@ -171,11 +182,21 @@ class TranslatorBase:
             raise ConfigError(f"sample gives one translation per text; nbest must be 1, got {nbest}")
         encoded = self._encode([texts[i] for i in todo], "source", line_numbers, on_long_line)
         prefixes = self._prefixes(prefix, texts, todo, encoded, max_len_extra, controls, line_numbers)
+        constraints = None if include is None and exclude is None else text_constraints(
+            self, include, exclude, texts, todo, encoded, prefixes, max_len_extra, beam, controls,
+            line_numbers,
+        )
+        if include is not None:  # an empty text gives an empty output: its phrases are not in it
+            for i in sorted(set(range(len(texts))) - set(todo)):
+                if include[i]:
+                    results[i] = [Hypothesis([], 0.0, False)]
         if encoded_sources is not None:
             encoded_sources.update(zip(todo, encoded, strict=True))
         if encoded:
+            more = {} if constraints is None else {"constraints": constraints}
             found = self._search(
-                encoded, beam, alpha, max_len_extra, nbest, batch_tokens, exact_scores, controls, prefixes
+                encoded, beam, alpha, max_len_extra, nbest, batch_tokens, exact_scores, controls, prefixes,
+                **more,
             )
             for i, hyps in zip(todo, found, strict=True):
                 results[i] = hyps
@@ -230,12 +251,14 @@ class TranslatorBase:
     def translate(
         self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
-        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
+        *, prefix: str | Sequence[str | None] | None = None,
+        include: Sequence[Sequence[str] | None] | None = None,
+        exclude: Sequence[Sequence[str] | None] | None = None, **controls: Any,
     ) -> list[str]:
         """See `aiayn.inference.Translator.translate`."""
         hypotheses = self._hypotheses(
             texts, 1, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, False,
-            make_controls(controls), prefix,
+            make_controls(controls), prefix, None, include, exclude,
         )
         return self.tokenizers.target.decode_batch([hyps[0].tokens for hyps in hypotheses])
 
@@ -243,7 +266,8 @@ class TranslatorBase:
         self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
         *, prefix: str | Sequence[str | None] | None = None, token_scores: bool = False,
-        alignments: bool = False, **controls: Any,
+        alignments: bool = False, include: Sequence[Sequence[str] | None] | None = None,
+        exclude: Sequence[Sequence[str] | None] | None = None, **controls: Any,
     ) -> list[list[Translation]]:
         """See `aiayn.inference.Translator.translate_nbest`."""
         if alignments:
@@ -251,10 +275,14 @@ class TranslatorBase:
         sources: dict[int, list[int]] = {}
         hypotheses = self._hypotheses(
             texts, nbest, beam, alpha, max_len_extra, batch_tokens, line_offset, on_long_line, True,
-            make_controls(controls), prefix, sources,
+            make_controls(controls), prefix, sources, include, exclude,
         )
         flat = iter(self.tokenizers.target.decode_batch([h.tokens for hyps in hypotheses for h in hyps]))
-        results = [[Translation(next(flat), float(h.score), h.tokens) for h in hyps] for hyps in hypotheses]
+        results = [
+            [Translation(next(flat), float(h.score), h.tokens, constraints_met=h.constraints_met)
+             for h in hyps]
+            for hyps in hypotheses
+        ]
         if token_scores or alignments:
             self._add_details(results, sources, batch_tokens, token_scores, alignments, texts)
         return results

@@ -33,6 +33,7 @@ import torch
 
 from aiayn.ctranslate2_format import read_export, vocabulary
 from aiayn.decoding.common import Hypothesis, length_penalty, never_generated, output_length_limit
+from aiayn.decoding.constraints import SentenceConstraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
 from aiayn.errors import CheckpointError, ConfigError
@@ -121,9 +122,10 @@ class CTranslate2Translator(TranslatorBase):
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
         batch_tokens: int, exact_scores: bool, controls: Controls = NO_CONTROLS,
-        prefixes: list[list[int]] | None = None,
+        prefixes: list[list[int]] | None = None, constraints: list[SentenceConstraints] | None = None,
     ) -> list[list[Hypothesis]]:
-        """One CTranslate2 call per group of sources of one length (each gets its own limit).
+        """One CTranslate2 call per group of sources of one length (each gets its own limit)
+        and one set of excluded sequences (CTranslate2's `suppress_sequences` is per call).
 
         `exact_scores`: score the chosen hypotheses again by forced decoding, under the full
         softmax as aiayn does (CTranslate2's search scores leave out the suppressed tokens'
@@ -131,10 +133,12 @@ class CTranslate2Translator(TranslatorBase):
         """
         results: list[list[Hypothesis]] = [[] for _ in sources]
         runtime = self._seeded_runtime(controls.seed) if controls.sample else self.runtime
-        by_length: dict[int, list[int]] = {}
+        by_length: dict[tuple[int, tuple], list[int]] = {}
         for j, ids in enumerate(sources):
-            by_length.setdefault(len(ids) + 1, []).append(j)  # + 1: the <eos> CTranslate2 appends
-        for length, group in sorted(by_length.items(), reverse=True):
+            excluded = () if constraints is None else constraints[j].exclude
+            by_length.setdefault((len(ids) + 1, excluded), []).append(j)  # + 1: the <eos> CTranslate2 appends
+        for (length, excluded), group in sorted(by_length.items(), key=lambda kv: -kv[0][0]):
+            suppress = [[self._target_tokens[i] for i in sequence] for sequence in excluded]
             limit = output_length_limit(
                 length, max_len_extra, None, self.config.max_len, controls.max_output_ratio
             )
@@ -146,7 +150,7 @@ class CTranslate2Translator(TranslatorBase):
                     [self._target_tokens[i] for i in prefixes[j]] or None for j in batch
                 ]
                 nbests = self._search_batch(
-                    runtime, source, beam, alpha, nbest, limit, exact_scores, controls, prefix
+                    runtime, source, beam, alpha, nbest, limit, exact_scores, controls, prefix, suppress
                 )
                 for j, hyps in zip(batch, nbests, strict=True):
                     results[j] = hyps
@@ -155,6 +159,7 @@ class CTranslate2Translator(TranslatorBase):
     def _search_batch(
         self, runtime: Any, source: list[list[str]], beam: int, alpha: float, nbest: int, limit: int,
         exact: bool, controls: Controls = NO_CONTROLS, prefix: list[list[str] | None] | None = None,
+        suppress: list[list[str]] | None = None,
     ) -> list[list[Hypothesis]]:
         """One CTranslate2 search; hypotheses ranked here with the GNMT penalty (beam > 1)."""
         beam = 1 if controls.sample else beam
@@ -170,7 +175,7 @@ class CTranslate2Translator(TranslatorBase):
             max_decoding_length=limit,
             min_decoding_length=0,  # CTranslate2's default (1) forbids <eos> first; aiayn does not
             max_input_length=0,
-            suppress_sequences=self._forbidden or None,
+            suppress_sequences=(self._forbidden + (suppress or [])) or None,
             end_token=[self.config.eos_id],
             return_end_token=True,
             return_scores=True,
@@ -250,6 +255,13 @@ class CTranslate2Translator(TranslatorBase):
             [float(x) for x in r.log_probs][: limit if len(ids) > limit else None]
             for r, ids in zip(results, targets, strict=True)
         ]
+
+    def _check_constraints(self, include: bool, exclude: bool, beam: int, controls: Controls) -> None:
+        if include:
+            raise ConfigError(
+                "phrases to include (include, --constraints include, --glossary) are not available with "
+                "a CTranslate2 model: its search has no constrained beam (use the aiayn model directory)"
+            )
 
     def check_alignments(self) -> None:
         raise ConfigError(

@@ -31,6 +31,8 @@ class Translation(NamedTuple):
     output word) links (`aiayn.inference.words`). A blank text (empty or whitespace only) gives an
     empty output scored with its `<eos>`: `score` and `token_scores` are `score(text, "")`'s (one
     value, the `<eos>` step), the alignment [].
+    `constraints_met`: False only when the text had phrases to include and the search reached
+    its length limit before the output held them all (`aiayn.decoding.constrained_search`).
     """
 
     text: str
@@ -38,6 +40,7 @@ class Translation(NamedTuple):
     tokens: list[int]
     token_scores: list[float] | None = None
     alignment: list[tuple[int, int]] | None = None
+    constraints_met: bool = True
 
 
 @runtime_checkable
@@ -65,7 +68,9 @@ class Translator(Protocol):
     def translate(
         self, texts: Sequence[str], beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
-        *, prefix: str | Sequence[str | None] | None = None, **controls: Any,
+        *, prefix: str | Sequence[str | None] | None = None,
+        include: Sequence[Sequence[str] | None] | None = None,
+        exclude: Sequence[Sequence[str] | None] | None = None, **controls: Any,
     ) -> list[str]:
         """The best translation of each text (paper defaults: beam 4, alpha 0.6, max length
         source + 50; beam 1 = greedy). An empty text gives an empty output.
@@ -81,6 +86,9 @@ class Translator(Protocol):
                 for a text longer than the model's max_len.
             prefix: a target prefix for every text (str) or one per text (None: none), forced
                 then continued; longer than a text's output length limit: `ConfigError`.
+            include: per text, phrases the translation must contain (None: none); needs
+                beam >= 2 (see docs/constraints.md).
+            exclude: per text, phrases it must not contain (blocked at word level).
             controls: the decoding controls of `aiayn.decoding.controls.Controls`: `sample`
                 (with `top_k`, `top_p`, `temperature`, `seed`), `no_repeat_ngram_size`,
                 `repetition_penalty`, `max_output_ratio`. None given: the paper's search.
@@ -91,7 +99,8 @@ class Translator(Protocol):
         self, texts: Sequence[str], nbest: int, beam: int = 4, alpha: float = 0.6, max_len_extra: int = 50,
         batch_tokens: int = DEFAULT_BATCH_TOKENS, line_offset: int = 0, on_long_line: str = "truncate",
         *, prefix: str | Sequence[str | None] | None = None, token_scores: bool = False,
-        alignments: bool = False, **controls: Any,
+        alignments: bool = False, include: Sequence[Sequence[str] | None] | None = None,
+        exclude: Sequence[Sequence[str] | None] | None = None, **controls: Any,
     ) -> list[list[Translation]]:
         """For each text up to `nbest` (1 <= nbest <= beam) `Translation`s, best first; a
         blank text (empty or whitespace only) is not decoded: it gives `[Translation('', s, [])]`, s

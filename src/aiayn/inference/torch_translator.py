@@ -25,8 +25,10 @@ import torch.nn.functional as F
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.beam_search import beam_search
 from aiayn.decoding.common import Hypothesis
+from aiayn.decoding.constraints import SentenceConstraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.greedy import greedy_search
+from aiayn.errors import ConfigError
 from aiayn.eval_mode import eval_mode
 from aiayn.inference.base import TorchRuntime, TranslatorBase
 from aiayn.inference.ensemble import Ensemble
@@ -76,7 +78,7 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
         batch_tokens: int, exact_scores: bool, controls: Controls = NO_CONTROLS,
-        prefixes: list[list[int]] | None = None,
+        prefixes: list[list[int]] | None = None, constraints: list[SentenceConstraints] | None = None,
     ) -> list[list[Hypothesis]]:
         eos_id, pad_id = self.config.eos_id, self.config.pad_id
         with_eos = [[*ids, eos_id] for ids in sources]
@@ -84,16 +86,30 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
         for batch in length_batches([len(s) for s in with_eos], batch_tokens):
             src = pad_batch([with_eos[j] for j in batch], pad_id, self.device)  # (B, S)
             chosen = None if prefixes is None else [prefixes[j] for j in batch]
-            if beam == 1 or controls.sample:  # greedy: the length penalty does not change an arg-max path
+            kept = None if constraints is None else [constraints[j] for j in batch]
+            if kept is not None and beam == 1:  # excluded phrases only: greedy = beam 1, alpha 0
+                nbests = beam_search(self.model, src, 1, 0.0, max_len_extra, 1, controls=controls,
+                                     prefixes=chosen, constraints=kept)
+            elif beam == 1 or controls.sample:  # greedy: the length penalty does not change an arg-max path
                 greedy = greedy_search(self.model, src, max_len_extra, controls=controls, prefixes=chosen)
                 nbests = [[Hypothesis(t, s)] for t, s in zip(greedy.tokens, greedy.scores, strict=True)]
             else:
                 nbests = beam_search(
-                    self.model, src, beam, alpha, max_len_extra, nbest, controls=controls, prefixes=chosen
+                    self.model, src, beam, alpha, max_len_extra, nbest, controls=controls, prefixes=chosen,
+                    constraints=kept,
                 )
             for j, hyps in zip(batch, nbests, strict=True):
                 results[j] = hyps
         return results
+
+    def _check_constraints(self, include: bool, exclude: bool, beam: int, controls: Controls) -> None:
+        if controls.sample:
+            raise ConfigError("lexical constraints need a search; sampling cannot honour them (no --sample)")
+        if include and beam == 1:
+            raise ConfigError(
+                "phrases to include need beam search (beam >= 2): greedy search cannot keep the "
+                "hypotheses that have met more of them"
+            )
 
     def _token_log_probs(
         self, sources: list[list[int]], targets: list[list[int]], batch_tokens: int

@@ -20,6 +20,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from aiayn.data.pair_store import Progress
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.sources import digest
 from aiayn.data.token_store import TokenStore, cache_dir_for
@@ -72,14 +73,16 @@ def prepare_lm_data(
     *,
     cache_dir: Path | None = None,
     create: bool = True,
+    on_progress: Progress | None = None,
 ) -> LMData:
     """The text's token store (found or prepared in `cache_dir`, default
     `cache_dir_for(data.cache_dir)`; see `aiayn.lm.text_store`) with its tokenizer (trained on
-    the head or loaded, unless given), and windows cut from its memory-mapped streams."""
+    the head or loaded, unless given), and windows cut from its memory-mapped streams.
+    `on_progress(characters done, characters)` while a store is made."""
     check_lm_config(data)
     path = resolve_data_file(data.text_file, "text file")
     cache = Path(cache_dir) if cache_dir is not None else cache_dir_for(data.cache_dir)
-    store, tokenizer = prepare_lm_store(data, tokenizer, cache, create)
+    store, tokenizer = prepare_lm_store(data, tokenizer, cache, create, on_progress)
     pad_id = tokenizer.specials.pad_id
     train = TokenWindows(store.streams["train"], data.block_size, data.stride, pad_id=pad_id)
     tail = store.streams["valid"]

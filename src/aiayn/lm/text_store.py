@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from aiayn.data.corpus import iter_lines, open_binary
+from aiayn.data.pair_store import Progress
 from aiayn.data.sources import digest, file_fingerprint
 from aiayn.data.token_store import StoreWriter, TokenStore, ids_dtype
 from aiayn.data.tokenizer import Tokenizer
@@ -96,10 +97,12 @@ def lm_store_key(data: LMSettings, path: Path, tokenizer: str | None) -> str:
 
 
 def prepare_lm_store(
-    data: LMSettings, tokenizer: Tokenizer | None, cache_dir: Path, create: bool = True
+    data: LMSettings, tokenizer: Tokenizer | None, cache_dir: Path, create: bool = True,
+    on_progress: Progress | None = None,
 ) -> tuple[TokenStore, Tokenizer]:
     """The store of `data.text_file` in `cache_dir` (made unless `create` is False) and its
-    tokenizer (`tokenizer` when given: a resumed run's)."""
+    tokenizer (`tokenizer` when given: a resumed run's). `on_progress(done, total)` while a store
+    is made: the characters encoded so far, of all."""
     from aiayn.data.paths import resolve_data_file
 
     path = resolve_data_file(data.text_file, "text file")
@@ -137,6 +140,7 @@ def prepare_lm_store(
         directory, ids_dtype(tokenizer.vocab_size), "stream", ["train.bin", "valid.bin"]
     ) as writer:
         tokenizer.save(writer.directory / JOINT_FILE)
+        done = 0
         for name, lines in (("train", head), ("valid", tail)):
             pieces = chunks(lines)
             tokens = 0
@@ -146,6 +150,9 @@ def prepare_lm_store(
                     ids.insert(0, tokenizer.specials.bos_id)
                 writer.append(f"{name}.bin", [ids])
                 tokens += len(ids)
+                done += sum(map(len, group))
+                if on_progress is not None:
+                    on_progress(min(done, characters), characters)
             counts[name] = tokens
         writer.finish(
             {

@@ -310,9 +310,11 @@ def create_app(model: Translator | Generator, settings: ServeSettings | None = N
 
             job = Job(key=None, run=decode_alone)
         nbests = await run_job(job) if request.text else []
+        constrained = request.include is not None or request.exclude is not None
         tokenizer = served.model.tokenizers.target  # type: ignore[union-attr]
         return {"translations": [
-            [{"text": t.text, "score": t.score, **translation_details(t, tokenizer)} for t in hyps]
+            [{"text": t.text, "score": t.score, **translation_details(t, tokenizer),
+              **({"constraints_met": t.constraints_met} if constrained else {})} for t in hyps]
             for hyps in nbests
         ]}
 

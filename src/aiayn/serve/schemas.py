@@ -98,6 +98,11 @@ class TranslateRequest(Strict):
                                "word_scores (the model's plain log-probabilities)")
     alignments: bool = Field(False, description="also return each translation's source-output word "
                              "alignment (Pharaoh format; not available with a CTranslate2 model: 422)")
+    include: list[list[Text]] | None = Field(
+        None, description="per sentence, phrases its translation must contain (beam >= 2; not with a "
+        "CTranslate2 model: 422); each translation then says constraints_met")
+    exclude: list[list[Text]] | None = Field(
+        None, description="per sentence, phrases its translation must not contain (blocked at word level)")
 
     @model_validator(mode="after")
     def _nbest_within_beam(self) -> TranslateRequest:
@@ -107,6 +112,10 @@ class TranslateRequest(Strict):
             raise ValueError(f"sample gives one translation per sentence; nbest must be 1, got {self.nbest}")
         if isinstance(self.prefix, list) and len(self.prefix) != len(self.text):
             raise ValueError(f"{len(self.prefix)} prefixes for {len(self.text)} sentences")
+        for name in ("include", "exclude"):
+            phrases = getattr(self, name)
+            if phrases is not None and len(phrases) != len(self.text):
+                raise ValueError(f"{name} has {len(phrases)} lists for {len(self.text)} sentences (one each)")
         return self
 
     def controls(self) -> dict:
@@ -116,6 +125,7 @@ class TranslateRequest(Strict):
             "temperature": self.temperature, "seed": self.seed,
             "no_repeat_ngram_size": self.no_repeat_ngram_size,
             "repetition_penalty": self.repetition_penalty, "max_output_ratio": self.max_output_ratio,
+            "include": self.include, "exclude": self.exclude,
         }
 
     def plain(self) -> bool:
@@ -134,6 +144,9 @@ class Translation(BaseModel):
         None, description="with token_scores: each word's tokens' log p summed")
     alignment: str | None = Field(
         None, description="with alignments: source-output word links, Pharaoh format (`0-0 1-2`)")
+    constraints_met: bool | None = Field(
+        None, description="with include or exclude: false when the length limit came before the "
+        "translation held every phrase to include")
 
 
 class TranslateResponse(BaseModel):

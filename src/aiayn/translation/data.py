@@ -32,7 +32,7 @@ import numpy as np
 from aiayn.data.batching import BatchedDataset, ParallelDataset
 from aiayn.data.corpus import check_parallel_files, filter_pairs, read_parallel
 from aiayn.data.multi30k import load_multi30k
-from aiayn.data.pair_store import StoreSettings, find_or_prepare
+from aiayn.data.pair_store import Progress, StoreSettings, find_or_prepare
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.sources import FilePairs, ListPairs, PairSource
 from aiayn.data.store_dataset import StoreDataset
@@ -214,10 +214,12 @@ def prepare_data(
     *,
     cache_dir: Path | None = None,
     create: bool = True,
+    on_progress: Progress | None = None,
 ) -> PreparedData:
     """The tokenizers (trained, or `tokenizers` given), the training store (found or made in
     `cache_dir`, default `cache_dir_for(config.cache_dir)`; `create=False`: found only), the encoded
-    validation set and the held-out text pairs."""
+    validation set and the held-out text pairs. `on_progress(pairs done, pairs)` while a store is
+    made."""
     if config.task == "files":
         heldout = read_splits(config, ("valid", "test"))
         sources = train_sources(config)
@@ -238,6 +240,7 @@ def prepare_data(
         heldout=heldout_pairs,
         tokenizers=tokenizers,
         create=create,
+        on_progress=on_progress,
     )
     train = StoreDataset(store, tokenizers.specials, corpus_weights(config))
     valid = None

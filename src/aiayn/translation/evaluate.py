@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiayn.evaluation.bleu import MetricScore, corpus_bleu, corpus_chrf
+from aiayn.evaluation.constraint_rates import constraint_rates, rates_summary
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, Translation, Translator
 
 
@@ -32,6 +33,8 @@ class TranslationEvaluation:
     generated_tokens: int
     seconds: float
     translations: list[Translation] = field(default_factory=list)
+    constraints: dict | None = None
+    """`aiayn.evaluation.constraint_rates.constraint_rates`, when decoded with constraints."""
 
     @property
     def sentences_per_second(self) -> float:
@@ -54,7 +57,7 @@ class TranslationEvaluation:
             "seconds": self.seconds,
             "sentences_per_second": self.sentences_per_second,
             "tokens_per_second": self.tokens_per_second,
-        }
+        } | ({} if self.constraints is None else {"constraints": self.constraints})
 
     def summary(self) -> str:
         """Human-readable lines: BLEU, chrF (each with its signature), speed."""
@@ -64,7 +67,7 @@ class TranslationEvaluation:
             f"chrF {self.chrf.score:.2f}  {self.chrf.signature}",
             f"speed {self.sentences_per_second:.1f} sentences/s, {self.tokens_per_second:.1f} tokens/s "
             f"({self.sentences} sentences, {self.generated_tokens} tokens, {self.seconds:.2f} s)",
-        ])
+        ] + ([] if self.constraints is None else [rates_summary(self.constraints)]))
 
 
 PROGRESS_CHUNK = 500
@@ -82,6 +85,8 @@ def evaluate_translation(
     lowercase: bool = False,
     token_scores: bool = False,
     on_progress: Callable[[int], None] | None = None,
+    include: Sequence[Sequence[str]] | None = None,
+    exclude: Sequence[Sequence[str]] | None = None,
 ) -> TranslationEvaluation:
     """Translate `sources` and score them against `references` (detokenized, sacrebleu 13a).
 
@@ -94,16 +99,20 @@ def evaluate_translation(
         token_scores: fill each translation's `token_scores` (for the report).
         on_progress: called with the number of sentences translated so far, after each chunk of
             `PROGRESS_CHUNK` (the sentences are then decoded chunk by chunk; without it, at once).
+        include, exclude: per source, phrases to include / exclude (`Translator.translate`);
+            the result's `constraints` then says how many were kept.
     """
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references")
     start = time.perf_counter()
     step = len(sources) if on_progress is None else PROGRESS_CHUNK
+    phrases = {} if include is None and exclude is None else {"include": include, "exclude": exclude}
     nbests = []
     for first in range(0, len(sources), max(step, 1)):
+        chunk = slice(first, first + step)
         nbests += translator.translate_nbest(
-            sources[first : first + step], 1, beam, alpha, max_len_extra, batch_tokens, line_offset=first,
-            token_scores=token_scores,
+            sources[chunk], 1, beam, alpha, max_len_extra, batch_tokens, line_offset=first,
+            token_scores=token_scores, **{k: None if v is None else v[chunk] for k, v in phrases.items()},
         )
         if on_progress is not None:
             on_progress(len(nbests))
@@ -118,5 +127,9 @@ def evaluate_translation(
         generated_tokens=sum(len(translation.tokens) for translation in best),
         seconds=seconds,
         translations=best,
+        constraints=None if include is None and exclude is None else constraint_rates(
+            hypotheses, include or [[] for _ in sources], exclude or [[] for _ in sources],
+            [t.constraints_met for t in best],
+        ),
     )
 

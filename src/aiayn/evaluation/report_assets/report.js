@@ -42,6 +42,14 @@ function drawTop() {
                  ["length_ratio", fmt(c.length_ratio, 3), "length ratio (hyp/ref tokens)"]);
   }
   figures.push(["sentences", String(c.sentences), "sentences"]);
+  if (c.constraints && c.constraints.include_phrases) {
+    figures.push(["keep_rate", `${fmt(100 * c.constraints.keep_rate, 1)}%`,
+                  `constraints kept (${c.constraints.include_kept}/${c.constraints.include_phrases} phrases)`]);
+  }
+  if (c.constraints && c.constraints.exclude_phrases) {
+    figures.push(["exclude_rate", `${c.constraints.exclude_appeared}/${c.constraints.exclude_phrases}`,
+                  "excluded phrases that appear"]);
+  }
   $("figures").replaceChildren(...figures.map(([key, value, label]) => {
     const box = el("div", {class: "figure", "data-figure": key});
     box.append(el("b", {}, value), el("span", {}, label));

@@ -46,6 +46,7 @@
       describe(info);
       const lm = task === "lm";
       document.querySelectorAll(".lm-only").forEach((node) => { node.hidden = !lm; });
+      document.querySelectorAll(".mt-only").forEach((node) => { node.hidden = lm; });
       $("submit").textContent = lm ? "Generate" : "Translate";
       $("input-title").textContent = lm ? "Type a prompt" : "Type a sentence";
       $("output-title").textContent = lm ? "Continuation" : "Translation";
@@ -65,6 +66,11 @@
     AttentionView.show(entry, String(shown));
   }
 
+  /** The comma-separated phrases of the field `id` ("must contain" / "must avoid"). */
+  function phrases(id) {
+    return $(id).value.split(",").map((p) => p.trim()).filter((p) => p);
+  }
+
   async function submit(event) {
     event.preventDefault();
     if (task === null) { await loadModel(); if (task === null) return; }
@@ -73,6 +79,7 @@
     $("submit").disabled = true;
     document.body.dataset.busy = "1";
     const started = performance.now();
+    let note = "";
     try {
       if (task === "lm") {
         setStatus("generating…");
@@ -83,6 +90,15 @@
           {textContent: continuation}));
         $("output-card").hidden = false;
         showAttention(await call("POST", "/v1/attention", {text: text + continuation}));
+      } else if (phrases("include").length || phrases("exclude").length) {
+        // Constrained: /v1/translate takes the phrases (the attention view shows unconstrained search).
+        setStatus("translating…");
+        const body = {text: [text], include: [phrases("include")], exclude: [phrases("exclude")]};
+        const best = (await call("POST", "/v1/translate", body)).translations[0][0];
+        $("output").textContent = best.text;
+        $("output-card").hidden = false;
+        $("view").hidden = true;
+        note = best.constraints_met ? "" : " · the length limit came before every phrase was in";
       } else {
         setStatus("translating…");
         const entry = await call("POST", "/v1/attention", {text});
@@ -90,7 +106,7 @@
         $("output-card").hidden = false;
         showAttention(entry);
       }
-      setStatus(`${Math.round(performance.now() - started)} ms`);
+      setStatus(`${Math.round(performance.now() - started)} ms${note}`);
     } catch (error) {
       setStatus(error.message, true);
     } finally {
