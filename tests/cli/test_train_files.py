@@ -41,6 +41,23 @@ def write_corpus(directory, lines=300, seed=1):
     return src, tgt, pairs
 
 
+def test_print_config_chooses_the_auto_settings_and_trains_nothing(tmp_path, capsys):
+    """`--print-config` with settings at `auto`: each chosen as the start-up would (a number in
+    the YAML, its reason on stderr) and no run directory made."""
+    src, tgt, _ = write_corpus(tmp_path)
+    run = tmp_path / "runs" / "mine"
+    args = ["train", "--train-src", str(src), "--train-tgt", str(tgt), "--minutes", "1", "--out", str(run),
+            "--set", "train.threads=1", "--set", "train.precision=fp32"]
+    assert main([*args, "--print-config"]) == 0
+    out, err = capsys.readouterr()
+    printed = yaml.safe_load(out)
+    for name, (section, key) in AUTO_SETTINGS.items():
+        assert printed[section][key] not in ("auto", None), name
+        assert re.search(rf"^{re.escape(name)} auto: .*: ", err, re.MULTILINE), name
+    assert printed["data"]["vocab_size"] == 8000 and printed["data"]["cache_dir"] is None
+    assert not run.exists()
+
+
 def test_train_from_files_with_no_yaml(tmp_path, caplog, capsys):
     src, tgt, pairs = write_corpus(tmp_path)
     run = tmp_path / "run"

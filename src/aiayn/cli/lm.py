@@ -138,7 +138,7 @@ def run_train(args: argparse.Namespace) -> int:
         config = load_task_config(path, {"task": "text"}, set_fields, init_from_override(args))
         config = without_default_model(config, args)
     if args.print_config:
-        return print_config(config)
+        return print_config(config, LM_TASK, run_dir)
     session = train_in_session(
         LM_TASK, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )

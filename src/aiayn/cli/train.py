@@ -18,14 +18,16 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from aiayn.cli.arguments import finite_float
 from aiayn.errors import ConfigError
 
 if TYPE_CHECKING:
     from aiayn.training.config import RunConfig
+    from aiayn.training.task import Task
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -118,8 +120,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--print-config", action="store_true",
         help="print the effective config (the file, the built-in recipe, --set and the shorthands "
-        "applied; checked) as YAML and exit without training; settings left at 'auto' are chosen "
-        "at start-up, logged, and kept in the run's train_config.yaml",
+        "applied; checked; every setting left at 'auto' chosen as the run's start-up would, with its "
+        "reason on stderr: the data is prepared and the model timed, as in a run's first minute) "
+        "as YAML and exit without training or making the run directory",
     )
 
 
@@ -177,7 +180,7 @@ def run(args: argparse.Namespace) -> int:
 
         task = paper_task(task)
     if args.print_config:
-        return print_config(config)
+        return print_config(config, task, run_dir)
     session = train_in_session(
         task, config, run_dir, resume=args.resume is not None, overwrite=args.overwrite
     )
@@ -200,8 +203,20 @@ def print_guard_note(results: dict, config: RunConfig) -> None:
               f"{results['steps']:,} of {train.max_steps:,}; these figures are of a shorter run")
 
 
-def print_config(config: RunConfig) -> int:
-    """`--print-config`: the effective config as the run would write it to train_config.yaml."""
+def print_config(config: RunConfig, task: Task[Any, Any], run_dir: Path) -> int:
+    """`--print-config`: the effective config as the run would write it to train_config.yaml.
+
+    Settings left at `auto` (`aiayn.training.auto_settings`) are chosen first as the run's
+    start-up would choose them (`aiayn.training.run.choose_settings`: the data prepared or found
+    in the cache the run will use, the model timed), each with its reason on stderr; the timed
+    ones can come out a little different in the run itself, as two runs' can."""
+    from aiayn.training.auto_settings import auto_names
+
+    if auto_names(config):
+        from aiayn.training.run import choose_settings
+
+        for name, choice in choose_settings(task, config, Path(run_dir)).items():
+            print(f"{name} auto: {choice['reason']}: {choice['value']}", file=sys.stderr)
     print(config.to_yaml(), end="")
     return 0
 

@@ -32,6 +32,7 @@ import json
 import logging
 import shlex
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
@@ -94,18 +95,40 @@ def run_task(
     """
     dist = dist or DistContext()
     run_dir = Path(run_dir)
-    check_implementation(task, config.train.implementation)
-    task.check_config(config)
-    check_data_settings(task, config)
-    check_trackers(config.train.report_to)  # a tracker not installed: before any work
-    find_metric(config.train.validation_metric, task.metrics)  # fail before any work
-    check_auto_supported(config, task.measures_corpus)
+    check_run(task, config)
     check_data = partial(task.check_data, config)  # before the run directory is claimed
     with (
         hold_run_dir(run_dir, resume, overwrite, dist, check_data) as start,
         log_to_file(run_dir, enabled=dist.is_main),
     ):
         return _train_and_report(task, config, run_dir, resume, dist, start)
+
+
+def check_run(task: Task[Any, Any], config: RunConfig) -> None:
+    """Every check of the settings that needs no data: before any work."""
+    check_implementation(task, config.train.implementation)
+    task.check_config(config)
+    check_data_settings(task, config)
+    check_trackers(config.train.report_to)  # a tracker not installed
+    find_metric(config.train.validation_metric, task.metrics)
+    check_auto_supported(config, task.measures_corpus)
+
+
+def choose_settings(task: Task[Any, Any], config: RunConfig, run_dir: Path) -> dict[str, dict[str, Any]]:
+    """Choose every setting `config` leaves at `auto` (in place) as a run into `run_dir` would
+    at its start-up: the data prepared (or found) in the cache the run will use, the model timed;
+    nothing trained, no run directory made (`--print-config`). Returns the choices and reasons."""
+    check_run(task, config)
+    stores = isinstance(config.data, TokenStoreSettings)
+    cache_dir = config.data.cache_dir if stores else None
+    try:
+        if stores:  # the store where the run will look for it, not beside the scratch directory
+            config.data.cache_dir = str(cache_dir_for(cache_dir, Path(run_dir)))
+        with tempfile.TemporaryDirectory(prefix="aiayn-settings-") as scratch:
+            return _set_up(task, config, Path(scratch), False, DistContext()).chosen
+    finally:
+        if stores:
+            config.data.cache_dir = cache_dir
 
 
 def check_data_settings(task: Task[Any, Any], config: RunConfig) -> None:
@@ -257,10 +280,23 @@ def _store_data(
     return data
 
 
-def _train_and_report(
-    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext,
-    start: RunStart | None = None,
-) -> dict[str, Any]:
+class RunSetup(NamedTuple):
+    """What a run's start-up made before its model: the data, the model's builder, where it
+    starts from, and the `auto` choices (`chosen`: name -> value and reason)."""
+
+    data: Any
+    init: InitSource | None
+    build_model: Callable[[], torch.nn.Module]
+    save_tokenizer: Callable[[Path], None]
+    chosen: dict[str, dict[str, Any]]
+    measured_precision: str  # what `train.precision: auto` timed ('' when set by hand)
+
+
+def _set_up(
+    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext
+) -> RunSetup:
+    """The start-up of a run: the data prepared (or found), the model checked against the
+    memory, and every setting left at `auto` chosen (`config` is changed in place)."""
     if config.train.threads:
         torch.set_num_threads(config.train.threads)
     torch.manual_seed(config.train.seed)
@@ -302,6 +338,16 @@ def _train_and_report(
             model_settings = describe_model_settings(config)
             check_training_fits(meta_model(build_model, model_settings), device, model_settings)
         torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
+    return RunSetup(data, init, build_model, save_tokenizer, chosen, measured_precision)
+
+
+def _train_and_report(
+    task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext,
+    start: RunStart | None = None,
+) -> dict[str, Any]:
+    data, init, build_model, save_tokenizer, chosen, measured_precision = _set_up(
+        task, config, run_dir, resume, dist
+    )
     model = build_model()
     trainable, params = freeze(model, config.train.freeze)
     if init is not None:
