@@ -135,12 +135,20 @@ def _one_cycle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "src" / "aiayn"
 
 
-def cycle_report(root: Path, package: str) -> list[str]:
-    return [" -> ".join(cycle) for cycle in find_cycles(import_graph(root, package))]
+DEPRECATED_EDGES = {"aiayn.model.deprecated_pretrained": "aiayn.formats"}
+"""The one import back up, inside the deprecated `Model.save_pretrained` / `from_pretrained`
+(removed with them in the next release; `pyproject.toml`'s contract names it too)."""
+
+
+def cycle_report(root: Path, package: str, ignored: dict[str, str] | None = None) -> list[str]:
+    graph = import_graph(root, package)
+    for module, target in (ignored or {}).items():
+        graph[module].discard(target)
+    return [" -> ".join(cycle) for cycle in find_cycles(graph)]
 
 
 def test_aiayn_has_no_import_cycle() -> None:
-    cycles = cycle_report(PACKAGE_ROOT, "aiayn")
+    cycles = cycle_report(PACKAGE_ROOT, "aiayn", DEPRECATED_EDGES)
     assert not cycles, "import cycles in src/aiayn:\n" + "\n".join(cycles)
 
 

@@ -15,13 +15,14 @@ import pytest
 import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from aiayn import formats
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decoding.sampling import Sampling, sample_stream
 from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
-from aiayn.hf_format import import_huggingface
-from aiayn.model_dir import load_model
+from aiayn.formats import load_model
+from aiayn.formats.hf_format import import_huggingface
 
 from .helpers import END_OF_TEXT, SOURCES, TARGETS, make_lm_dir
 
@@ -54,8 +55,8 @@ def imported(tmp_path_factory):
     with torch.no_grad():  # outputs that vary from step to step
         for parameter in hf_model.parameters():
             parameter.add_(0.02 * torch.randn_like(parameter))
-    hf_model.save_pretrained(root / "gpt2")
-    fast.save_pretrained(root / "gpt2")
+    formats.save_pretrained(hf_model, root / "gpt2")
+    formats.save_pretrained(fast, root / "gpt2")
     import_huggingface(root / "gpt2", root / "ours")
     model = load_model(root / "ours").eval()
     tokenizer = Tokenizer.load(root / "ours" / "tokenizer.json", SpecialTokens.of(model.config))

@@ -16,6 +16,7 @@ import shutil
 import pytest
 import torch
 
+from aiayn import formats
 from aiayn.cli.main import main
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import TokenizerPair
@@ -23,9 +24,9 @@ from aiayn.decoding import greedy_search
 from aiayn.decoding.beam_search import beam_search
 from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
-from aiayn.hf_format import import_huggingface
+from aiayn.formats import load_model
+from aiayn.formats.hf_format import import_huggingface
 from aiayn.model.masks import target_padding_mask
-from aiayn.model_dir import load_model
 
 from .helpers import make_translation_dir
 
@@ -84,7 +85,7 @@ def opus_mt_like(root) -> tuple:
             if "embed_positions" not in name:  # the sinusoidal table stays
                 parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator))
         model.final_logits_bias.normal_(0.0, 0.2)  # OPUS-MT's is learned: not zero
-    model.save_pretrained(root)
+    formats.save_pretrained(model, root)
     # OPUS-MT forces </s> at the length limit (`forced_eos_token_id`); aiayn stops without it there
     model.generation_config.forced_eos_token_id = None
     files = (str(root / name) for name in ("source.spm", "target.spm", "vocab.json"))

@@ -9,6 +9,7 @@ import json
 import pytest
 import torch
 
+from aiayn import formats
 from aiayn.cli.main import main
 
 transformers = pytest.importorskip("transformers", reason="needs the optional extra 'export'")
@@ -39,8 +40,8 @@ def gpt2_dir(tmp_path_factory):
                                      embd_pdrop=0.0, attn_pdrop=0.0)
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(config).eval()
-    model.save_pretrained(root / "hf")
-    fast.save_pretrained(root / "hf")
+    formats.save_pretrained(model, root / "hf")
+    formats.save_pretrained(fast, root / "hf")
     (root / "text.txt").write_text(TEXT)
     return root
 
@@ -49,9 +50,9 @@ def _transformers_loss(hf_dir, run_dir) -> float:
     """Transformers' mean next-token loss over the run's validation windows."""
     from aiayn.data.special_tokens import SpecialTokens
     from aiayn.data.tokenizer import Tokenizer
+    from aiayn.formats import read_model_json
     from aiayn.lm.run import prepare_lm_data
     from aiayn.model.config import ModelConfig
-    from aiayn.model_dir import read_model_json
     from aiayn.tasks import load_config
 
     specials = SpecialTokens.of(ModelConfig.from_dict(read_model_json(run_dir)["config"]))

@@ -29,7 +29,6 @@ from pathlib import Path
 
 import torch
 
-from aiayn.ctranslate2_format import AIAYN_FILE, vocabulary
 from aiayn.decoding.common import never_generated
 from aiayn.decoding_options import EXPORT_QUANTIZATIONS as QUANTIZATIONS
 from aiayn.errors import CheckpointError, ConfigError
@@ -40,6 +39,7 @@ from aiayn.export.common import (
     refuse_other_head_dim,
 )
 from aiayn.files import atomic_write_text
+from aiayn.formats.ctranslate2_format import AIAYN_FILE, vocabulary
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
 from aiayn.optional import require

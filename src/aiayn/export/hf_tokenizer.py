@@ -21,7 +21,7 @@ from pathlib import Path
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.errors import ConfigError
 from aiayn.export.common import ExportSource
-from aiayn.hf_format import TARGET_SUBFOLDER
+from aiayn.formats.hf_format import TARGET_SUBFOLDER
 from aiayn.model.config import ModelConfig
 
 

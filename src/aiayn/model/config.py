@@ -13,10 +13,6 @@ from typing import Any
 from aiayn.ranges import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY
 from aiayn.settings import setting, validate
 
-FORMAT_VERSION = 1
-"""Version of the `config.json` format written by `save_pretrained`."""
-
-
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish")
 """Feed-forward activations (`ModelConfig.activation`), named as Hugging Face names them."""
 
@@ -190,7 +186,8 @@ class ModelConfig:
 
     # ------------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict, with the format version under `format_version`.
+        """A JSON-ready dict of the fields (the model directory format, `aiayn.formats`, adds
+        its version around it).
 
         `head_dim` is written only when given, so that a model with the paper's d_model / h has
         the config.json it had before the setting existed (and readers without it still load it).
@@ -198,18 +195,11 @@ class ModelConfig:
         fields = dataclasses.asdict(self)
         if fields["head_dim"] is None:
             del fields["head_dim"]
-        return {"format_version": FORMAT_VERSION, **fields}
+        return fields
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        """Inverse of `to_dict`; an unknown key or a newer format version raises `ValueError`."""
-        data = dict(data)
-        version = data.pop("format_version", FORMAT_VERSION)
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise ValueError(
-                f"config format_version {version!r} is newer than this aiayn supports "
-                f"({FORMAT_VERSION}); upgrade aiayn"
-            )
+        """Inverse of `to_dict`; an unknown key raises `ValueError`."""
         valid = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - valid
         if unknown:
