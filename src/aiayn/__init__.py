@@ -1,12 +1,12 @@
 """aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from scratch.
 
-The public names are imported on first use (`aiayn.lazy_names`), so that `import aiayn.errors`
+The public names are imported on first use (`aiayn.core.lazy_names`), so that `import aiayn.core.errors`
 or `aiayn --help` does not load torch.
 """
 
 from typing import TYPE_CHECKING
 
-from aiayn.lazy_names import lazy_names
+from aiayn.core.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from aiayn.formats import load_model

@@ -1,5 +1,5 @@
 """Deprecated path of `aiayn.formats` (one release; each name warns)."""
 
-from aiayn.formats.moved import moved
+from aiayn.core.moved import moved
 
 __getattr__ = moved(__name__, "aiayn.formats")

@@ -15,7 +15,7 @@ import pytest
 import aiayn
 from aiayn import formats
 from aiayn.cli.main import main
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.export import export_ctranslate2, export_huggingface
 from aiayn.export.ctranslate2 import AIAYN_FILE
 from aiayn.inference import CTranslate2Generator, CTranslate2Translator

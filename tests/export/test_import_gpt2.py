@@ -16,10 +16,10 @@ import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
 from aiayn import formats
+from aiayn.core.errors import ConfigError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decoding.sampling import Sampling, sample_stream
-from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
 from aiayn.formats import load_model
 from aiayn.formats.hf_format import import_huggingface

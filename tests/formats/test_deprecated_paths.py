@@ -1,4 +1,5 @@
-"""The paths model formats had before `aiayn.formats` still work for one release, and warn."""
+"""The paths model formats and helpers had before `aiayn.formats` and `aiayn.core` still work
+for one release, and warn."""
 
 from __future__ import annotations
 
@@ -8,17 +9,19 @@ import pytest
 import torch
 
 from aiayn import formats
+from aiayn.core import errors, settings
 from aiayn.formats import hf_format, hf_mapping, model_card
-from aiayn.formats import model_dir as new_model_dir
 from aiayn.model import ModelConfig, Transformer
 
 OLD_PATHS = {
-    "aiayn.model_dir": (new_model_dir, "load_model"),
-    "aiayn.model_format": (new_model_dir, "read_model_json"),
+    "aiayn.model_dir": (formats, "load_model"),
+    "aiayn.model_format": (formats, "read_model_json"),
     "aiayn.model_card": (model_card, "write_model_card"),
     "aiayn.hf_format": (hf_format, "import_huggingface"),
     "aiayn.hf_mapping": (hf_mapping, "Rule"),
     "aiayn.ctranslate2_format": (importlib.import_module("aiayn.formats.ctranslate2_format"), "read_export"),
+    "aiayn.errors": (errors, "CheckpointError"),
+    "aiayn.settings": (settings, "setting"),
 }
 
 
@@ -26,7 +29,7 @@ OLD_PATHS = {
 def test_an_old_module_path_gives_the_new_object_and_warns(old: str) -> None:
     new, name = OLD_PATHS[old]
     module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated.*import {name} from aiayn\.formats"):
+    with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated.*import {name} from {new.__name__}"):
         assert getattr(module, name) is getattr(new, name)
     with pytest.warns(DeprecationWarning):  # every use warns, not only the first import
         exec(f"from {old} import {name}", {})

@@ -11,7 +11,7 @@ from safetensors.torch import load_file, save_file
 
 import aiayn
 from aiayn import formats
-from aiayn.errors import CheckpointError
+from aiayn.core.errors import CheckpointError
 from aiayn.model import DecoderOnlyLM, EncoderOnly, Transformer
 from model.helpers import build, pad_to_lengths, random_tokens
 

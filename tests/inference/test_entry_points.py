@@ -6,8 +6,8 @@ import pytest
 import aiayn
 from aiayn import formats
 from aiayn.cli.main import main
+from aiayn.core.errors import DataError
 from aiayn.data import Tokenizer, TokenizerPair
-from aiayn.errors import DataError
 from aiayn.model import DecoderOnlyLM, ModelConfig
 from decoding.helpers import tiny_transformer
 

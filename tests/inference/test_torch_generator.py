@@ -5,8 +5,8 @@ import torch
 
 import aiayn
 from aiayn import formats
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference import Generator, TorchGenerator, context_length, stream_text
 from aiayn.model import DecoderOnlyLM, ModelConfig
 

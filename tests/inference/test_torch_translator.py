@@ -7,8 +7,8 @@ import torch
 
 import aiayn
 from aiayn import formats
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.decoding import beam_search
-from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference import TorchTranslator, Translation, Translator, length_batches
 from decoding.conftest import SOURCES, TARGETS
 from decoding.helpers import approx

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from aiayn import formats
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.formats import load_model
 from aiayn.model import ModelConfig, MultiHeadAttention, Transformer
 from aiayn.tasks import load_config

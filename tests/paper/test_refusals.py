@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from aiayn import formats, paper
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.lm.run import LM_TASK
 from aiayn.model import ModelConfig, Transformer
 from aiayn.model.decoder_only import DecoderOnlyLM

@@ -16,9 +16,9 @@ import pytest
 import torch
 
 from aiayn import formats
+from aiayn.core.errors import CheckpointError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
-from aiayn.errors import CheckpointError
 from aiayn.inference import TorchGenerator, Translator, load
 from aiayn.model import DecoderOnlyLM
 

@@ -7,7 +7,7 @@ import json
 import pytest
 import torch
 
-from aiayn.errors import CheckpointError
+from aiayn.core.errors import CheckpointError
 from aiayn.formats import load_model
 from aiayn.model import Transformer
 from aiayn.training import checkpoint as checkpoint_module

@@ -22,7 +22,7 @@ from aiayn.cli.train import (
     print_config,
     without_default_model,
 )
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
 
 DEFAULT_CONFIG = CONFIGS / "brackets.yaml"

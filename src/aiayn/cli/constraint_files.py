@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 
 KEYS = ("include", "exclude")
 
@@ -151,7 +151,7 @@ def line_constraints(args: argparse.Namespace, sources: list[str], input_name: s
 def check_phrases(translator: object, constraints: LineConstraints, name: str) -> None:
     """Tokenize every phrase before anything is decoded: a phrase the model cannot spell stops
     the command naming its file and line."""
-    from aiayn.errors import ConfigError
+    from aiayn.core.errors import ConfigError
     from aiayn.inference.constraint_input import PhraseEncoder
 
     encoder = PhraseEncoder(translator.tokenizers.target)  # type: ignore[attr-defined]

@@ -8,8 +8,8 @@ import argparse
 from typing import TYPE_CHECKING
 
 from aiayn.cli.arguments import bounded_int, device_option, number_type
-from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, LENGTH_PENALTY, QUANTIZATIONS
-from aiayn.errors import DataError
+from aiayn.core.decoding_choices import DEFAULT_BATCH_TOKENS, LENGTH_PENALTY, QUANTIZATIONS
+from aiayn.core.errors import DataError
 
 if TYPE_CHECKING:
     from aiayn.inference import Translator
@@ -58,7 +58,7 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_progress_argument(parser: argparse.ArgumentParser) -> None:
     """--progress (translate, evaluate, classify predict): progress on stderr for a long input."""
-    from aiayn.progress_display import LONG_INPUT_LINES, PROGRESS_MODES
+    from aiayn.core.progress_display import LONG_INPUT_LINES, PROGRESS_MODES
 
     parser.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
                         help=f"progress on stderr for inputs of more than {LONG_INPUT_LINES} lines: a bar "
@@ -131,7 +131,7 @@ def evaluate(
 ) -> tuple[Translator, TranslationEvaluation]:
     """The model of `model_dir` (loaded as the options ask) and its `TranslationEvaluation` on
     the test set: the one decoding of `aiayn evaluate`, with or without --report."""
-    from aiayn.progress_display import LineProgress
+    from aiayn.core.progress_display import LineProgress
     from aiayn.translation.evaluate import evaluate_translation
 
     translator = load_translator(model_dir, args)

@@ -13,7 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

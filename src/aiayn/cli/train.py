@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from aiayn.cli.arguments import finite_float
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from aiayn.training.config import RunConfig

@@ -62,7 +62,7 @@ from aiayn.cli.options import (
     one_line,
     search_settings,
 )
-from aiayn.decoding_options import (
+from aiayn.core.decoding_choices import (
     LONG_LINE_ACTIONS,
     MAX_OUTPUT_RATIO,
     NO_REPEAT_NGRAM_SIZE,
@@ -72,8 +72,8 @@ from aiayn.decoding_options import (
     TOP_K,
     TOP_P,
 )
-from aiayn.errors import ConfigError, DataError, DecodingError
-from aiayn.files import atomic_path
+from aiayn.core.errors import ConfigError, DataError, DecodingError
+from aiayn.core.files import atomic_path
 
 if TYPE_CHECKING:
     from aiayn.cli.constraint_files import LineConstraints
@@ -309,7 +309,7 @@ def run(args: argparse.Namespace) -> int:
     translator = load_translator(args.model, args)
     sources: list[str] = []
     best: list[Translation] = []
-    from aiayn.progress_display import LineProgress
+    from aiayn.core.progress_display import LineProgress
 
     with ExitStack() as stack:
         lines, chunk_lines, source_name = open_source(args, stack)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 
 GZIP_MAGIC = b"\x1f\x8b"
 S = TypeVar("S", bound=Sequence)  # one side of a pair: a string or a list of token ids

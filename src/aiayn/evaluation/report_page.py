@@ -18,9 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
+from aiayn.core.files import atomic_path, write_errors
 from aiayn.explorer import _script_safe_json, view_file, view_markup
-from aiayn.files import atomic_path, write_errors
 
 ASSETS = "report_assets"
 

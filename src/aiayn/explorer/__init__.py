@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from aiayn.files import atomic_path
+from aiayn.core.files import atomic_path
 from aiayn.plots.attention_data import KINDS, AttentionExample, display_token
 
 DECIMALS = 5

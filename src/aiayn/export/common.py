@@ -14,9 +14,9 @@ from typing import Any
 
 from torch import nn
 
+from aiayn.core.errors import CheckpointError, ConfigError
+from aiayn.core.files import output_directory
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.errors import CheckpointError, ConfigError
-from aiayn.files import output_directory
 from aiayn.formats import load_model_of, load_tokenizers, read_model_dir
 from aiayn.model.config import ModelConfig
 

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from aiayn.errors import CheckpointError
+from aiayn.core.errors import CheckpointError
 from aiayn.formats.model_dir import config_from_dict
 from aiayn.model.config import ModelConfig
 

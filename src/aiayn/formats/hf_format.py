@@ -26,10 +26,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from aiayn.core.errors import ConfigError, first_line
+from aiayn.core.files import output_directory
+from aiayn.core.optional import require
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
-from aiayn.errors import ConfigError, first_line
-from aiayn.files import output_directory
 from aiayn.formats.hf_mapping import (
     Rule,
     feature_order,
@@ -40,7 +41,6 @@ from aiayn.formats.hf_mapping import (
 from aiayn.formats.model_dir import is_model_dir, save_pretrained
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
-from aiayn.optional import require
 
 log = logging.getLogger(__name__)
 

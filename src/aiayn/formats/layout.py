@@ -21,7 +21,7 @@ from safetensors import SafetensorError, safe_open
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from aiayn.errors import CheckpointError, first_line
+from aiayn.core.errors import CheckpointError, first_line
 
 UNSTORED_BUFFER_LIMIT = 256 * 2**20
 """Bytes of buffers not stored in the weights file that a model directory may always imply."""

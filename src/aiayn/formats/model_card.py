@@ -22,7 +22,7 @@ from typing import Any
 
 import yaml
 
-from aiayn.files import atomic_write_text
+from aiayn.core.files import atomic_write_text
 
 CARD_FILE = "README.md"
 TASKS = {
@@ -57,7 +57,7 @@ def _read_yaml(path: Path) -> dict[str, Any]:
 
 def parameter_count(directory: Path) -> int | None:
     """Number of stored parameters (tied ones once), from the safetensors header."""
-    from aiayn.errors import CheckpointError
+    from aiayn.core.errors import CheckpointError
     from aiayn.formats import WEIGHTS_FILE, read_weights_header
 
     try:

@@ -23,10 +23,10 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file, save_model
 from torch import nn
 
+from aiayn.core.errors import CheckpointError
+from aiayn.core.files import atomic_write, atomic_write_text
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer, TokenizerPair
-from aiayn.errors import CheckpointError
-from aiayn.files import atomic_write, atomic_write_text
 from aiayn.formats.layout import (
     Model,
     StoredTensor,

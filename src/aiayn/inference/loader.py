@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import torch
 
-from aiayn.decoding_options import QUANTIZATIONS
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.core.decoding_choices import QUANTIZATIONS
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.inference.interface import Generator, Translator
 from aiayn.runtime import accelerate
 

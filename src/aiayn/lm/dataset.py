@@ -30,10 +30,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from aiayn.core.errors import ConfigError, DataError
 from aiayn.data.batching import BatchedDataset
 from aiayn.data.corpus import read_bytes
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError, DataError
 
 ENCODE_CHUNK_CHARS = 16_000  # text is encoded in chunks of whole lines of about this size
 

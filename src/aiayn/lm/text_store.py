@@ -19,12 +19,12 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+from aiayn.core.errors import DataError
 from aiayn.data.corpus import iter_lines, open_binary
 from aiayn.data.sources import digest, file_fingerprint
 from aiayn.data.token_store import StoreWriter, TokenStore, ids_dtype
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import JOINT_FILE, is_trained_kind
-from aiayn.errors import DataError
 from aiayn.lm.dataset import ENCODE_CHUNK_CHARS
 from aiayn.lm.settings import LMSettings
 

@@ -10,8 +10,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from aiayn.ranges import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY
-from aiayn.settings import setting, validate
+from aiayn.core.ranges import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY
+from aiayn.core.settings import setting, validate
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish")
 """Feed-forward activations (`ModelConfig.activation`), named as Hugging Face names them."""
@@ -24,7 +24,7 @@ PRESETS = ("tiny", "small", "base", "big")
 class ModelConfig:
     """Hyper-parameters of the Transformer (Sec. 3, Table 3).
 
-    Each field is declared with its range or choices and what it means (`aiayn.settings`);
+    Each field is declared with its range or choices and what it means (`aiayn.core.settings`);
     `__post_init__` checks them all, and what relates two fields.
     """
 

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from aiayn.core.errors import CheckpointError
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.errors import CheckpointError
 from aiayn.formats import load_model_of, load_tokenizers, read_model_dir
 from aiayn.model.config import ModelConfig
 from aiayn.paper.transformer import Transformer

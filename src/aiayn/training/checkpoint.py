@@ -35,8 +35,8 @@ import torch
 from torch import nn
 
 from aiayn import formats
-from aiayn.errors import CheckpointError
-from aiayn.files import atomic_directory, atomic_write, write_errors
+from aiayn.core.errors import CheckpointError
+from aiayn.core.files import atomic_directory, atomic_write, write_errors
 from aiayn.formats import CONFIG_FILE as MODEL_CONFIG_FILE
 from aiayn.formats import (
     WEIGHTS_FILE,

@@ -27,9 +27,9 @@ from typing import Any
 
 from torch import nn
 
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer_spec import is_trained_kind
-from aiayn.errors import CheckpointError, ConfigError
 from aiayn.formats import ModelDirectory, is_model_dir, load_weights, read_model_dir
 from aiayn.model.config import ModelConfig
 

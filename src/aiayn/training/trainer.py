@@ -40,11 +40,11 @@ import torch
 from torch import nn
 
 from aiayn import formats
+from aiayn.core.errors import TrainingError
+from aiayn.core.files import atomic_write_text
+from aiayn.core.progress_display import ProgressDisplay
 from aiayn.data.batching import BatchedDataset
-from aiayn.errors import TrainingError
-from aiayn.files import atomic_write_text
 from aiayn.formats.model_card import write_model_card
-from aiayn.progress_display import ProgressDisplay
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
 from aiayn.training.clock import Timer, TrainClock
 from aiayn.training.config import RunConfig

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from aiayn.cli.main import main
-from aiayn.errors import CheckpointError
+from aiayn.core.errors import CheckpointError
 from aiayn.formats import load_model
 from aiayn.training.checkpoint import STATE_FILE, list_checkpoints, load_training_state
 

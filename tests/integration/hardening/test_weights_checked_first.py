@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from aiayn.cli.main import main
-from aiayn.errors import CheckpointError
+from aiayn.core.errors import CheckpointError
 from aiayn.formats import load_model
 
 from .conftest import make_model_dir
