@@ -143,3 +143,16 @@ def evaluate(
             **getattr(args, "phrases", {}),  # --constraints / --glossary (`aiayn.cli.evaluate`)
         )
     return translator, result
+
+
+def add_set_option(parser: argparse.ArgumentParser, example: str) -> None:
+    """The one `--set SECTION.KEY=VALUE` option (repeatable; into `args.overrides`), with
+    `example` (e.g. 'train.max_steps=200') in its help."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help=f"override a config field, e.g. --set {example} (repeatable)",
+    )

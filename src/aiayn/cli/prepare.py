@@ -13,6 +13,7 @@ import argparse
 import json
 from pathlib import Path
 
+from aiayn.cli.options import add_set_option
 from aiayn.core.errors import ConfigError
 
 
@@ -25,14 +26,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("config", help="YAML config of a translation or language-model run")
     parser.add_argument("--out", type=Path, help="the run directory it is for (its cache sits beside it)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config field, e.g. --set data.vocab_size=16000 (repeatable)",
-    )
+    add_set_option(parser, "data.vocab_size=16000")
     parser.set_defaults(func=run)
 
 
