@@ -1,5 +1,6 @@
-"""One home per job: the `--set` option and the model preset table are each defined once in
-src/aiayn (found by reading the source with `ast`), and a planted second one is found."""
+"""One home per job: the `--set` option, the model preset table and the UTF-8 error are each
+defined once in src/aiayn (found by reading the source with `ast`), and a planted second one is
+found."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ def _constants(nodes: list[ast.expr]) -> set[object]:
 def definitions(root: Path) -> dict[str, list[str]]:
     """'FILE:LINE' of each `add_argument("--set", ...)` and each statement of the base preset's
     sizes (keywords d_model=512 and d_ff=2048, or a tuple holding 512 and 2048) under `root`."""
-    found: dict[str, list[str]] = {"--set": [], "preset table": []}
+    found: dict[str, list[str]] = {"--set": [], "preset table": [], "UTF-8 error": []}
     for path in sorted(root.rglob("*.py")):
         where = path.relative_to(root).as_posix()
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -29,6 +30,8 @@ def definitions(root: Path) -> dict[str, list[str]]:
                 keywords = {k.arg: k.value.value for k in node.keywords if isinstance(k.value, ast.Constant)}
                 if all(keywords.get(key) == value for key, value in BASE.items()):
                     found["preset table"].append(f"{where}:{node.lineno}")
+            elif isinstance(node, ast.Constant) and "not valid UTF-8" in str(node.value):
+                found["UTF-8 error"].append(f"{where}:{node.lineno}")
             elif isinstance(node, ast.Tuple) and set(BASE.values()) <= _constants(node.elts):
                 found["preset table"].append(f"{where}:{node.lineno}")
     return found
@@ -38,6 +41,7 @@ def test_each_is_defined_once() -> None:
     found = definitions(SRC)
     assert [entry.split(":")[0] for entry in found["--set"]] == ["cli/options.py"], found
     assert [entry.split(":")[0] for entry in found["preset table"]] == ["model/config.py"], found
+    assert [entry.split(":")[0] for entry in found["UTF-8 error"]] == ["data/corpus.py"], found
 
 
 def test_a_planted_second_definition_is_found(tmp_path: Path) -> None:
@@ -46,5 +50,9 @@ def test_a_planted_second_definition_is_found(tmp_path: Path) -> None:
         "    parser.add_argument('--set', action='append')\n"
         "    return dict(d_model=512, num_heads=8, d_ff=2048)\n"
     )
+    reader = "def read(path):\n    raise ValueError(f'{path} is not valid UTF-8')\n"
+    (tmp_path / "reader.py").write_text(reader)
     (tmp_path / "sizes.py").write_text("BASE = ('base', 512, 8, 6, 2048, 0.1)\n")
-    assert definitions(tmp_path) == {"--set": ["cli.py:2"], "preset table": ["cli.py:3", "sizes.py:1"]}
+    assert definitions(tmp_path) == {
+        "--set": ["cli.py:2"], "preset table": ["cli.py:3", "sizes.py:1"], "UTF-8 error": ["reader.py:2"]
+    }

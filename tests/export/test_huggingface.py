@@ -7,7 +7,6 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from aiayn import formats
 from aiayn.cli.main import main
 from aiayn.core.errors import ConfigError
 from aiayn.decoding import greedy_search
@@ -84,7 +83,7 @@ def test_logits_and_greedy_generate_equal_aiayn(translation, tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(root / "hf")
     _check_model(hf_model, translator, tokenizer)
 
-    formats.save_pretrained(hf_model, tmp_path / "again")
+    hf_model.save_pretrained(tmp_path / "again")
     tokenizer.save_pretrained(tmp_path / "again")
     again = AutoModelForSeq2SeqLM.from_pretrained(tmp_path / "again").eval()
     _check_model(again, translator, AutoTokenizer.from_pretrained(tmp_path / "again"))
@@ -136,7 +135,7 @@ def test_language_models(variant, tmp_path):
         ours = load(tmp_path / "model", "cpu")
         expected = list(ours.generate_ids(prompt, max_new_tokens=20, temperature=0))
         assert out[0, len(prompt):].tolist()[: len(expected)] == expected
-        formats.save_pretrained(hf_model, tmp_path / "again")
+        hf_model.save_pretrained(tmp_path / "again")
         AutoTokenizer.from_pretrained(tmp_path / "hf").save_pretrained(tmp_path / "again")
 
 

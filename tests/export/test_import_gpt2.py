@@ -15,7 +15,6 @@ import pytest
 import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-from aiayn import formats
 from aiayn.core.errors import ConfigError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
@@ -55,8 +54,8 @@ def imported(tmp_path_factory):
     with torch.no_grad():  # outputs that vary from step to step
         for parameter in hf_model.parameters():
             parameter.add_(0.02 * torch.randn_like(parameter))
-    formats.save_pretrained(hf_model, root / "gpt2")
-    formats.save_pretrained(fast, root / "gpt2")
+    hf_model.save_pretrained(root / "gpt2")
+    fast.save_pretrained(root / "gpt2")
     import_huggingface(root / "gpt2", root / "ours")
     model = load_model(root / "ours").eval()
     tokenizer = Tokenizer.load(root / "ours" / "tokenizer.json", SpecialTokens.of(model.config))

@@ -16,7 +16,6 @@ import shutil
 import pytest
 import torch
 
-from aiayn import formats
 from aiayn.cli.main import main
 from aiayn.core.errors import ConfigError
 from aiayn.data.special_tokens import SpecialTokens
@@ -85,7 +84,7 @@ def opus_mt_like(root) -> tuple:
             if "embed_positions" not in name:  # the sinusoidal table stays
                 parameter.add_(0.1 * torch.randn(parameter.shape, generator=generator))
         model.final_logits_bias.normal_(0.0, 0.2)  # OPUS-MT's is learned: not zero
-    formats.save_pretrained(model, root)
+    model.save_pretrained(root)
     # OPUS-MT forces </s> at the length limit (`forced_eos_token_id`); aiayn stops without it there
     model.generation_config.forced_eos_token_id = None
     files = (str(root / name) for name in ("source.spm", "target.spm", "vocab.json"))

@@ -9,7 +9,6 @@ import json
 import pytest
 import torch
 
-from aiayn import formats
 from aiayn.cli.main import main
 
 transformers = pytest.importorskip("transformers", reason="needs the optional extra 'export'")
@@ -40,8 +39,8 @@ def gpt2_dir(tmp_path_factory):
                                      embd_pdrop=0.0, attn_pdrop=0.0)
     torch.manual_seed(0)
     model = transformers.GPT2LMHeadModel(config).eval()
-    formats.save_pretrained(model, root / "hf")
-    formats.save_pretrained(fast, root / "hf")
+    model.save_pretrained(root / "hf")
+    fast.save_pretrained(root / "hf")
     (root / "text.txt").write_text(TEXT)
     return root
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiayn.core.errors import DataError
+from aiayn.data.corpus import decode_utf8
 
 KEYS = ("include", "exclude")
 
@@ -60,10 +61,7 @@ def _lines(path: str) -> list[str]:
     file = Path(path)
     if not file.is_file():
         raise DataError(f"{path}: file not found")
-    try:
-        text = file.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not valid UTF-8 ({error.reason})") from None
+    text = decode_utf8(file.read_bytes(), path)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

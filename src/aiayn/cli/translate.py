@@ -74,6 +74,7 @@ from aiayn.core.decoding_choices import (
 )
 from aiayn.core.errors import ConfigError, DataError, DecodingError
 from aiayn.core.files import atomic_path
+from aiayn.data.corpus import decode_utf8
 
 if TYPE_CHECKING:
     from aiayn.cli.constraint_files import LineConstraints
@@ -176,14 +177,9 @@ def read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
             return
         except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
             raise DataError(f"{name}: cannot read input ({error})") from None
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise DataError(f"{name}: line {number} is not valid UTF-8 ({error.reason})") from None
-        if number == 1:
-            line = line.removeprefix("\ufeff")
-            if raw == b"\xef\xbb\xbf":  # the whole input is a byte order mark: no lines
-                return
+        line = decode_utf8(raw, name, number)
+        if number == 1 and raw == b"\xef\xbb\xbf":  # the whole input is a byte order mark: no lines
+            return
         yield line.removesuffix("\n").removesuffix("\r")
 
 
