@@ -1,6 +1,6 @@
 """One home per job: the `--set` option, the model preset table and the UTF-8 error are each
 defined once in src/aiayn (found by reading the source with `ast`), and a planted second one is
-found."""
+found; the pages' HTML head is one file, `explorer/page_head.html`."""
 
 from __future__ import annotations
 
@@ -56,3 +56,20 @@ def test_a_planted_second_definition_is_found(tmp_path: Path) -> None:
     assert definitions(tmp_path) == {
         "--set": ["cli.py:2"], "preset table": ["cli.py:3", "sizes.py:1"], "UTF-8 error": ["reader.py:2"]
     }
+
+
+SELF_CONTAINED = "no network access is allowed or needed"
+"""What the head of a self-contained page (the explorer, the report) says; the served page
+(`serve/static/page.html`) has a head of its own, which allows its server."""
+
+
+def html_heads(root: Path) -> list[str]:
+    """The .html files under `root` that hold a self-contained page's head."""
+    pages = root.rglob("*.html")
+    return sorted(p.relative_to(root).as_posix() for p in pages if SELF_CONTAINED in p.read_text())
+
+
+def test_one_html_head_and_a_planted_second_is_found(tmp_path: Path) -> None:
+    assert html_heads(SRC) == ["explorer/page_head.html"]
+    (tmp_path / "page.html").write_text(f"<!DOCTYPE html>\n<head>\n<!-- {SELF_CONTAINED} -->\n</head>\n")
+    assert html_heads(tmp_path) == ["page.html"]
