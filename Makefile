@@ -39,6 +39,7 @@ vendor-katex:
 
 lint: install
 	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/lint-imports
 
 # One run of everything: the default selection (-m "not browser") and the browser test.
 test: lint browser-deps

@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from aiayn.files import atomic_write_text
+from aiayn.core.files import atomic_write_text
 from aiayn.training.run import cpu_model
 
 

@@ -39,9 +39,9 @@ import torch
 
 import aiayn
 from aiayn.cli.constraint_files import GlossaryEntry, glossary_matches
+from aiayn.core.files import atomic_write_text
 from aiayn.evaluation.bleu import corpus_bleu
 from aiayn.evaluation.constraint_rates import constraint_rates, whole_word
-from aiayn.files import atomic_write_text
 
 WORD = re.compile(r"^[A-Za-zÄÖÜäöüß]+(?:-[A-Za-zÄÖÜäöüß]+)*$")
 
@@ -127,10 +127,10 @@ def speed(translator, texts, include, beam, alpha, repeats) -> float:
 def equal_when_unused(translator, texts, beam, alpha) -> bool:
     """The constrained search given nothing to honour equals the plain search, float for float."""
     import aiayn.inference.torch_translator as runtime
+    from aiayn.core.eval_mode import eval_mode
     from aiayn.decoding.constrained_search import constrained_beam_search
     from aiayn.decoding.constraints import NO_CONSTRAINTS
     from aiayn.decoding.controls import NO_CONTROLS
-    from aiayn.eval_mode import eval_mode
 
     plain = translator.translate_nbest(texts, 1, beam=beam, alpha=alpha)
     original = runtime.beam_search

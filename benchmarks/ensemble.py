@@ -41,10 +41,10 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from aiayn.core.files import atomic_write_text
 from aiayn.data.corpus import read_lines
 from aiayn.data.paths import data_root
 from aiayn.evaluation.bleu import corpus_bleu, corpus_chrf
-from aiayn.files import atomic_write_text
 from aiayn.inference import Translator, load
 from aiayn.training.run import cpu_model
 

@@ -315,7 +315,7 @@ def main() -> None:
         results["ctranslate2"]["settings"] = settings | {"model": str(args.ctranslate2)}
     results["settings"] = settings
 
-    from aiayn.files import atomic_write_text
+    from aiayn.core.files import atomic_write_text
 
     atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
     print(table("aiayn", results, args.clients))

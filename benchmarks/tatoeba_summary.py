@@ -24,7 +24,7 @@ import yaml
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from aiayn.files import atomic_write_text
+from aiayn.core.files import atomic_write_text
 from aiayn.training.run import cpu_model
 
 

@@ -135,12 +135,21 @@ def _one_cycle(graph: dict[str, set[str]], component: set[str]) -> list[str]:
 PACKAGE_ROOT = Path(__file__).resolve().parents[1] / "src" / "aiayn"
 
 
-def cycle_report(root: Path, package: str) -> list[str]:
-    return [" -> ".join(cycle) for cycle in find_cycles(import_graph(root, package))]
+DEPRECATED_EDGES = {"aiayn.model.deprecated_pretrained": "aiayn.formats"}
+"""The one import back up, inside the deprecated `Model.save_pretrained` / `from_pretrained`
+(removed with them in the next release; `pyproject.toml`'s contract names it too). Which package
+may import which is that contract (`lint-imports`); this test finds cycles among modules."""
+
+
+def cycle_report(root: Path, package: str, ignored: dict[str, str] | None = None) -> list[str]:
+    graph = import_graph(root, package)
+    for module, target in (ignored or {}).items():
+        graph[module].discard(target)
+    return [" -> ".join(cycle) for cycle in find_cycles(graph)]
 
 
 def test_aiayn_has_no_import_cycle() -> None:
-    cycles = cycle_report(PACKAGE_ROOT, "aiayn")
+    cycles = cycle_report(PACKAGE_ROOT, "aiayn", DEPRECATED_EDGES)
     assert not cycles, "import cycles in src/aiayn:\n" + "\n".join(cycles)
 
 
@@ -178,32 +187,3 @@ def test_a_name_imported_from_a_package_is_an_edge_to_the_package(tmp_path: Path
     root = tmp_path / "pkg"
     _write(root, {"__init__.py": "from pkg.child import VALUE\n", "child.py": "from pkg import NAME\n"})
     assert cycle_report(root, "pkg") == ["pkg -> pkg.child -> pkg"]
-
-
-def writer_imports(root: Path, package: str) -> list[str]:
-    """Modules outside the exporters (`package.export`) and the CLI that import an exporter:
-    a reader (inference, `--init-from`) must not depend on the writers' package."""
-    writers, allowed = f"{package}.export", (f"{package}.export", f"{package}.cli")
-    return sorted(
-        f"{name} -> {target}"
-        for name, targets in import_graph(root, package).items()
-        if not any(name == prefix or name.startswith(prefix + ".") for prefix in allowed)
-        for target in targets
-        if target == writers or target.startswith(writers + ".")
-    )
-
-
-def test_only_the_cli_imports_the_exporters() -> None:
-    imports = writer_imports(PACKAGE_ROOT, "aiayn")
-    assert not imports, "readers importing the exporters:\n" + "\n".join(imports)
-
-
-def test_a_planted_import_of_an_exporter_is_found(tmp_path: Path) -> None:
-    root = tmp_path / "pkg"
-    _write(root, {
-        "__init__.py": "", "export/__init__.py": "", "export/writer.py": "", "cli/__init__.py": "",
-        "cli/run.py": "from pkg.export import writer\n",
-        "training/__init__.py": "",
-        "training/init.py": "def start():\n    from pkg.export.writer import write\n",
-    })
-    assert writer_imports(root, "pkg") == ["pkg.training.init -> pkg.export.writer"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.tasks import (
     DEFAULT_TASK,
     config_from_dict,

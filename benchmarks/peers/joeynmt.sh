@@ -250,7 +250,7 @@ import json, re, statistics, sys
 from pathlib import Path
 from sacrebleu.metrics import BLEU, CHRF
 from aiayn.training.run import cpu_model
-from aiayn.files import atomic_write_text
+from aiayn.core.files import atomic_write_text
 work, out, updates, warmup, per_update, per_validation, validation = Path(sys.argv[1]), Path(sys.argv[2]), *sys.argv[3:]
 hyps = (work / "joeynmt.hyp").read_text(encoding="utf-8").splitlines()
 refs = (work / "data" / "test.es").read_text(encoding="utf-8").splitlines()

@@ -2,7 +2,7 @@
 so that they cannot drift from it:
 
 - `reference/settings.md`: every setting of a run's config (the `data` settings of each task,
-  `model`, `train`), read from the settings dataclasses (`aiayn.settings.setting_docs`);
+  `model`, `train`), read from the settings dataclasses (`aiayn.core.settings.setting_docs`);
 - `reference/commands.md`: every command and option of `aiayn`, read from its argparse parsers
   (`aiayn.cli.main.build_parser`), with their descriptions and examples;
 - `changelog.md`: the repository's CHANGELOG.md, so the site carries the release notes.
@@ -40,7 +40,7 @@ def code(text: object) -> str:
 def _setting_rows(
     cls: type, where: str, anchor: str, auto_extra: dict[str, str], not_keys: dict[str, str]
 ) -> list[str]:
-    from aiayn.settings import REQUIRED, setting_docs
+    from aiayn.core.settings import REQUIRED, setting_docs
 
     rows = ["| key and type | default | what it is |", "|---|---|---|"]
     for doc in setting_docs(cls, where):
@@ -96,7 +96,7 @@ def settings_page() -> str:
         "",
         "Every key a run's config takes (`aiayn train CONFIG`, `aiayn lm train`, `aiayn classify",
         "train`), and every `--set section.key=value`. This page is written from the settings",
-        "dataclasses when the site is built (`aiayn.settings.setting_docs`), so it lists exactly what",
+        "dataclasses when the site is built (`aiayn.core.settings.setting_docs`), so it lists exactly what",
         "the code checks: a number outside its range or a string outside its choices is refused,",
         "naming the key.",
         "",

@@ -1,17 +1,17 @@
 """aiayn: the Transformer of "Attention Is All You Need" (Vaswani et al., 2017), from scratch.
 
-The public names are imported on first use (`aiayn.lazy_names`), so that `import aiayn.errors`
+The public names are imported on first use (`aiayn.core.lazy_names`), so that `import aiayn.core.errors`
 or `aiayn --help` does not load torch.
 """
 
 from typing import TYPE_CHECKING
 
-from aiayn.lazy_names import lazy_names
+from aiayn.core.lazy_names import lazy_names
 
 if TYPE_CHECKING:
+    from aiayn.formats import load_model
     from aiayn.inference import load
     from aiayn.model import DecoderOnlyLM, EncoderOnly, ModelConfig, Transformer
-    from aiayn.model_dir import load_model
 
 __version__ = "0.1.0"
 
@@ -21,5 +21,5 @@ __all__ = [
 
 __getattr__, __dir__ = lazy_names(__name__, {
     "DecoderOnlyLM": "aiayn.model", "EncoderOnly": "aiayn.model", "ModelConfig": "aiayn.model",
-    "Transformer": "aiayn.model", "load": "aiayn.inference", "load_model": "aiayn.model_dir",
+    "Transformer": "aiayn.model", "load": "aiayn.inference", "load_model": "aiayn.formats",
 })

@@ -19,7 +19,7 @@ import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from aiayn.training.config import RunConfig

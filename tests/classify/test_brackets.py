@@ -13,7 +13,7 @@ from aiayn.classify.brackets import (
     random_balanced,
     types_balanced,
 )
-from aiayn.errors import ConfigError, DataError
+from aiayn.core.errors import ConfigError, DataError
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ import gzip
 import pytest
 
 from aiayn.classify.tsv import label_names, read_tsv
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 
 
 def write(tmp_path, content: bytes, name="data.tsv"):

@@ -2,6 +2,7 @@
 
 import json
 
+from aiayn import formats
 from aiayn.cli.classify import DEFAULT_CONFIG, TSV_CONFIG
 from aiayn.cli.main import main
 from aiayn.model import EncoderOnly
@@ -41,7 +42,7 @@ def test_brackets_train_resume_and_predict(tmp_path, capsys):
     assert [r["step"] for r in val] == [2, 4] and all(0 <= r["accuracy"] <= 100 for r in val)
     results = json.loads((run_dir / "results.json").read_text())
     assert results["labels"] == ["balanced", "unbalanced"] and 0 <= results["test_accuracy"] <= 100
-    model = EncoderOnly.from_pretrained(run_dir)
+    model = formats.from_pretrained(EncoderOnly, run_dir)
     assert model.num_classes == 2 and model.config.extra["labels"] == ["balanced", "unbalanced"]
 
     assert main(["classify", "train", "--resume", str(run_dir), "--set", "train.max_steps=6"]) == 0

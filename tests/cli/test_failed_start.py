@@ -94,7 +94,7 @@ def test_the_same_command_succeeds_once_the_data_is_fixed(tmp_path, capsys):
 def test_a_later_failure_removes_the_directory_it_made_and_says_so(tmp_path, capsys, monkeypatch):
     """A check that can only come with the data (here: planted in the model's build) fails the start
     after the directory is claimed: the directory goes, with a warning."""
-    from aiayn.errors import ConfigError
+    from aiayn.core.errors import ConfigError
     from aiayn.translation.task import TranslationTask
 
     def refuse(self, config, data):

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from aiayn.cli.main import main
+from aiayn.core.decoding_choices import FLOAT32_MAX, FLOAT32_TINY
 from aiayn.decoding.common import Hypothesis
-from aiayn.decoding_options import FLOAT32_MAX, FLOAT32_TINY
 from aiayn.inference.torch_translator import TorchTranslator
 
 FAST = ["--max-len", "6", "--device", "cpu", "--format", "jsonl", "--scores"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.progress_display import LONG_INPUT_LINES
+from aiayn.core.progress_display import LONG_INPUT_LINES
 
 FAST = ["--beam", "1", "--max-extra-len", "2", "--device", "cpu", "--batch-tokens", "4000"]
 
@@ -14,7 +14,7 @@ FAST = ["--beam", "1", "--max-extra-len", "2", "--device", "cpu", "--batch-token
 @pytest.fixture
 def every_chunk(monkeypatch):
     """Plain lines as often as they can come (one per chunk of lines), instead of every 30 s."""
-    monkeypatch.setattr("aiayn.progress_display.DEFAULT_INTERVAL_S", 0.0)
+    monkeypatch.setattr("aiayn.core.progress_display.DEFAULT_INTERVAL_S", 0.0)
 
 
 def progress_lines(err: str, what: str) -> list[str]:

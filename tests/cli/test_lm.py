@@ -5,6 +5,7 @@ import json
 import pytest
 import yaml
 
+from aiayn import formats
 from aiayn.cli.lm import DEFAULT_CONFIG
 from aiayn.cli.main import main
 from aiayn.data.tokenizer import Tokenizer
@@ -46,7 +47,7 @@ def test_train_resume_and_generate(tmp_path, text_file, capsys):
     results = json.loads((run_dir / "results.json").read_text())
     assert results["steps"] == 4 and results["val_loss"] == min(r["loss"] for r in val)
     # The run directory is a model directory.
-    model = DecoderOnlyLM.from_pretrained(run_dir)
+    model = formats.from_pretrained(DecoderOnlyLM, run_dir)
     assert model.config.max_len == 16 and model.config.extra["block_size"] == 16
     assert model.config.tgt_vocab_size == Tokenizer.load(run_dir / "tokenizer.json").vocab_size
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.plots.positional import default_dimensions, positional_figure
 from aiayn.plots.schedule import schedule_configs, schedule_figure
 from aiayn.training.schedule import noam_lr

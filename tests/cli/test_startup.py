@@ -1,5 +1,5 @@
 """`aiayn --help`, `aiayn CMD --help` for every command and subcommand, `--version` and a
-usage error parse without importing torch (nor does `import aiayn.errors`); a command module
+usage error parse without importing torch (nor does `import aiayn.core.errors`); a command module
 that imports torch at its top is caught (a planted one)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 SCRIPT = r"""
 import argparse, contextlib, io, json, sys
 
-import aiayn.errors  # must not load torch
+import aiayn.core.errors  # must not load torch
 errors_alone = "torch" in sys.modules
 
 import aiayn.cli

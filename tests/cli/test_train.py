@@ -8,7 +8,7 @@ import yaml
 
 from aiayn.cli.main import main
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.model_dir import load_model
+from aiayn.formats import load_model
 from training.conftest import tiny_config
 
 

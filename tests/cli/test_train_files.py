@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from aiayn.cli.main import main
+from aiayn.core.errors import ConfigError
 from aiayn.data.synthetic import make_task
 from aiayn.data.token_store import TokenStore
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.errors import ConfigError
 from aiayn.tasks import config_from_dict
 from aiayn.training.auto_settings import check_auto_supported
 from aiayn.translation.data import SPLIT_FILES, split_validation

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from decoding.conftest import SOURCES, TARGETS
 
 FAST = ["--beam", "3", "--max-len", "3", "--device", "cpu"]

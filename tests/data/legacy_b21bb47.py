@@ -6,8 +6,8 @@ import logging
 import random
 from collections.abc import Sequence
 
+from aiayn.core.errors import ConfigError
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.errors import ConfigError
 from aiayn.translation.data import encode_split, read_splits
 from aiayn.translation.settings import TranslationSettings
 

@@ -6,9 +6,9 @@ import random
 import pytest
 import torch
 
+from aiayn.core.errors import ConfigError
 from aiayn.data import ParallelDataset, make_batch, shard, token_batches
 from aiayn.data.special_tokens import TRAINED_SPECIALS, SpecialTokens
-from aiayn.errors import ConfigError
 
 # The batches take their ids from the tokenizer: here, as a loaded one might have them, after
 # the words (ids 4..99), and 0..3 ordinary words.

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from aiayn.core.errors import DataError
 from aiayn.data import data_root, filter_pairs, read_lines, read_parallel
 from aiayn.data.paths import repo_root
-from aiayn.errors import DataError
 
 LINES = ["Ein Hund läuft.", "", "  Zwei Männer  ", "Café – 日本"]
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from aiayn.errors import ConfigError, DataError
+from aiayn.core.errors import ConfigError, DataError
 from aiayn.translation.data import prepare_data
 from aiayn.translation.settings import TranslationSettings
 

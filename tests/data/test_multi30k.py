@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from aiayn.core.errors import DataError
 from aiayn.data import (
     MULTI30K_URL,
     ParallelDataset,
@@ -17,7 +18,6 @@ from aiayn.data import (
     multi30k_files,
 )
 from aiayn.data.multi30k import cache_dir
-from aiayn.errors import DataError
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from aiayn.core.errors import DataError
 from aiayn.data.sentencepiece_tokenizer import SentencePieceTokenizer
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
-from aiayn.errors import DataError
 
 spm = pytest.importorskip("sentencepiece", reason="needs the optional extra 'sentencepiece'")
 

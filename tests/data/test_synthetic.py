@@ -5,6 +5,7 @@ from datetime import date
 
 import pytest
 
+from aiayn.core.errors import DataError
 from aiayn.data import TASKS, format_date, make_task, synthetic
 from aiayn.data.synthetic import (
     CASES,
@@ -15,7 +16,6 @@ from aiayn.data.synthetic import (
     heldout_format_pairs,
     ordinal,
 )
-from aiayn.errors import DataError
 
 SMALL = {"num_train": 3000, "num_valid": 200, "num_test": 300}
 MONTHS = [m.lower() for m in synthetic.MONTHS]

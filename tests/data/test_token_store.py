@@ -11,10 +11,10 @@ import logging
 import numpy as np
 import pytest
 
+from aiayn.core.errors import DataError
 from aiayn.data.batching import make_batch
 from aiayn.data.paths import data_root
 from aiayn.data.token_store import TokenStore
-from aiayn.errors import DataError
 from aiayn.translation.data import prepare_data
 from aiayn.translation.settings import TranslationSettings
 

@@ -4,9 +4,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from aiayn.core.errors import ConfigError, DataError
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.data.special_tokens import BOS_ID, EOS_ID, PAD_ID, SPECIAL_TOKENS, UNK_ID
-from aiayn.errors import ConfigError, DataError
 
 SRC = [
     "Zwei junge Männer spielen im Park Fußball.",

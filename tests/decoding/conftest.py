@@ -2,6 +2,7 @@
 
 import pytest
 
+from aiayn import formats
 from threads import one_thread  # noqa: F401 (an autouse fixture: one intra-op thread)
 
 SOURCES = ["ein hund läuft", "zwei katzen", "", "der mann liest ein buch", "ja"]
@@ -18,6 +19,6 @@ def model_dir(tmp_path_factory):
     directory = tmp_path_factory.mktemp("model")
     tokenizer = Tokenizer.train("char", SOURCES + TARGETS)
     model = tiny_transformer(0, vocab_size=tokenizer.vocab_size, max_len=48)
-    model.save_pretrained(directory)
+    formats.save_pretrained(model, directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)
     return directory

@@ -6,8 +6,8 @@ import torch
 
 from aiayn import load
 from aiayn.cli.main import main
+from aiayn.core.errors import ConfigError
 from aiayn.decoding import beam_search
-from aiayn.errors import ConfigError
 from aiayn.inference.torch_translator import pad_batch
 from aiayn.runtime.compiled import compiler_available
 from aiayn.runtime.prepacked import PrepackedLinear, prepacking_available

@@ -1,4 +1,4 @@
-"""Finite or refused: over the whole declared range of every decoding control (`aiayn.decoding_options`),
+"""Finite or refused: over the whole declared range of every decoding control (`aiayn.core.decoding_choices`),
 alone and together (a forced prefix, sampling, n-gram blocking, the repetition penalty, the length
 penalty, an ensemble), every score a search gives is a finite number. Shown failing on the penalty's
 old bound (any p > 0, with the penalty's old arithmetic)."""
@@ -13,11 +13,11 @@ import torch
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from aiayn import decoding_options
+from aiayn.core import decoding_choices as decoding_options
+from aiayn.core.ranges import Range
 from aiayn.decoding import beam_search, controls, greedy_search
 from aiayn.decoding.controls import Controls
 from aiayn.inference.ensemble import Ensemble
-from aiayn.ranges import Range
 
 from .helpers import DEFAULT_SPECIALS, source_batch, tiny_transformer
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn import formats
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.evaluation.report_inputs import ModelOutputs, SentenceOutput
 from aiayn.model import ModelConfig, Transformer
@@ -102,6 +103,6 @@ def tiny_model(tmp_path_factory):
         max_len=64,
     )
     model = Transformer(config)
-    model.save_pretrained(directory)
+    formats.save_pretrained(model, directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)
     return directory

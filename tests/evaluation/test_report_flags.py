@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 from aiayn.evaluation import report_flags as flags
 from aiayn.evaluation.report import build_report, decode_attention, encode_attention
 from aiayn.evaluation.report_analysis import length_buckets, ratio_histogram, word_accuracy

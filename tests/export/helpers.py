@@ -8,6 +8,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from aiayn import formats
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.model import DecoderOnlyLM, ModelConfig, Transformer
 
@@ -89,7 +90,7 @@ def make_translation_dir(directory: Path, variant: str, seed: int = 0, **overrid
     )
     model = perturb_(Transformer(config), seed=seed).eval()
     never_predicts_(model, sorted({config.pad_id, config.bos_id}))
-    model.save_pretrained(directory)
+    formats.save_pretrained(model, directory)
     tokenizers.save(directory)
     return model
 
@@ -103,7 +104,7 @@ def make_lm_dir(directory: Path, variant: str, seed: int = 0, **overrides) -> De
         num_heads=2, num_decoder_layers=2, d_ff=64, max_len=32, **(variant_config(variant) | overrides),
     )
     model = perturb_(DecoderOnlyLM(config), seed=seed).eval()
-    model.save_pretrained(directory)
+    formats.save_pretrained(model, directory)
     tokenizer.save(directory / "tokenizer.json")
     return model
 
@@ -141,7 +142,7 @@ def specials_last_tokenizer(texts: list[str]) -> Tokenizer:
 
 
 def save_model_dir(model: nn.Module, tokenizers: TokenizerPair, directory: Path) -> None:
-    model.save_pretrained(directory)
+    formats.save_pretrained(model, directory)
     if isinstance(model, DecoderOnlyLM):
         tokenizers.source.save(directory / "tokenizer.json")
     else:

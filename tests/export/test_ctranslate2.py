@@ -13,8 +13,9 @@ import sys
 import pytest
 
 import aiayn
+from aiayn import formats
 from aiayn.cli.main import main
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.export import export_ctranslate2, export_huggingface
 from aiayn.export.ctranslate2 import AIAYN_FILE
 from aiayn.inference import CTranslate2Generator, CTranslate2Translator
@@ -118,7 +119,7 @@ def test_quantized_export_loads_smaller(model_dirs, tmp_path):
 
 def test_refusals_and_errors(model_dirs, tmp_path, capsys):
     classifier = tmp_path / "classifier"
-    EncoderOnly(ModelConfig.tiny(vocab_size=30), num_classes=2).save_pretrained(classifier)
+    formats.save_pretrained(EncoderOnly(ModelConfig.tiny(vocab_size=30), num_classes=2), classifier)
     with pytest.raises(CheckpointError, match="encoder-only classifier"):
         export_ctranslate2(classifier, tmp_path / "nope")
     with pytest.raises(CheckpointError, match="encoder-only classifier"):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.export import export_ctranslate2, export_huggingface
 
 from .helpers import make_translation_dir

@@ -8,8 +8,8 @@ import torch
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from aiayn.cli.main import main
+from aiayn.core.errors import ConfigError
 from aiayn.decoding import greedy_search
-from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
 from aiayn.export.hf_tokenizer import TARGET_SUBFOLDER
 from aiayn.export.huggingface import feature_order

@@ -15,13 +15,13 @@ import pytest
 import torch
 from transformers import GenerationConfig, GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
+from aiayn.core.errors import ConfigError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decoding.sampling import Sampling, sample_stream
-from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
-from aiayn.hf_format import import_huggingface
-from aiayn.model_dir import load_model
+from aiayn.formats import load_model
+from aiayn.formats.hf_format import import_huggingface
 
 from .helpers import END_OF_TEXT, SOURCES, TARGETS, make_lm_dir
 

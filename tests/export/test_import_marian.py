@@ -17,15 +17,15 @@ import pytest
 import torch
 
 from aiayn.cli.main import main
+from aiayn.core.errors import ConfigError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding import greedy_search
 from aiayn.decoding.beam_search import beam_search
-from aiayn.errors import ConfigError
 from aiayn.export import export_huggingface
-from aiayn.hf_format import import_huggingface
+from aiayn.formats import load_model
+from aiayn.formats.hf_format import import_huggingface
 from aiayn.model.masks import target_padding_mask
-from aiayn.model_dir import load_model
 
 from .helpers import make_translation_dir
 

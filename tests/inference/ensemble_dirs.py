@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from aiayn import formats
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.data.tokenizer import JOINT_FILE, SOURCE_FILE, TARGET_FILE
 from decoding.conftest import SOURCES, TARGETS
@@ -51,7 +52,7 @@ def perturbed_copy(source: Path, destination: Path, scale: float = 0.05, seed: i
     import torch
 
     from aiayn.data.special_tokens import SpecialTokens
-    from aiayn.model_dir import load_model
+    from aiayn.formats import load_model
 
     model = load_model(source)
     generator = torch.Generator().manual_seed(seed)
@@ -59,7 +60,7 @@ def perturbed_copy(source: Path, destination: Path, scale: float = 0.05, seed: i
         for parameter in model.parameters():
             spread = float(parameter.std()) if parameter.numel() > 1 else 0.0
             parameter.add_(scale * spread * torch.randn(parameter.shape, generator=generator))
-    model.save_pretrained(destination)
+    formats.save_pretrained(model, destination)
     TokenizerPair.load(source, SpecialTokens.of(model.config)).save(destination)
     return destination
 
@@ -75,7 +76,7 @@ def make_ensemble_dirs(root: Path) -> EnsembleDirs:
 
     def translation(name: str, seed: int, **overrides) -> Path:
         directory = root / name
-        tiny_transformer(seed, vocab_size=size, max_len=48, **overrides).save_pretrained(directory)
+        formats.save_pretrained(tiny_transformer(seed, vocab_size=size, max_len=48, **overrides), directory)
         TokenizerPair(tokenizer, tokenizer).save(directory)
         return directory
 
@@ -95,7 +96,7 @@ def make_ensemble_dirs(root: Path) -> EnsembleDirs:
     data["config"]["bos_id"], data["config"]["eos_id"] = data["config"]["eos_id"], data["config"]["bos_id"]
     (swapped / "config.json").write_text(json.dumps(data), encoding="utf-8")
     lm = root / "lm"
-    tiny_lm(3, vocab_size=size, max_len=48).save_pretrained(lm)
+    formats.save_pretrained(tiny_lm(3, vocab_size=size, max_len=48), lm)
     tokenizer.save(lm / JOINT_FILE)
     ct2 = None
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from aiayn.core.errors import ConfigError
 from aiayn.data import Tokenizer
-from aiayn.errors import ConfigError
 from aiayn.inference.constraint_input import PhraseEncoder
 
 TEXTS = ["the dog runs.", "a dog, two dogs.", "the dog sits. the dog.", "do go, go dog."] * 50

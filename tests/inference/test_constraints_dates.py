@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import torch
 
+from aiayn.core.eval_mode import eval_mode
 from aiayn.decoding.constrained_search import constrained_beam_search
 from aiayn.decoding.constraints import NO_CONSTRAINTS
 from aiayn.decoding.controls import NO_CONTROLS
-from aiayn.eval_mode import eval_mode
 from aiayn.inference import load
 from shared_dates import splits
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.inference import load
 
 pytest.importorskip("ctranslate2", reason="needs the optional extra 'export'")

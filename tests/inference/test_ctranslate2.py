@@ -7,7 +7,7 @@ import pytest
 import torch
 
 pytest.importorskip("ctranslate2", reason="needs the optional extra 'export'")
-from aiayn.errors import CheckpointError
+from aiayn.core.errors import CheckpointError
 from aiayn.export import export_ctranslate2
 from aiayn.inference import CTranslate2Generator, CTranslate2Translator, Generator, Translator, load
 from export.helpers import LM_VARIANTS, SOURCES, TARGETS, VARIANTS, make_lm_dir, make_translation_dir

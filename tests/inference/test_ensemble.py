@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 import aiayn
-from aiayn.errors import AiaynError
+from aiayn.core.errors import AiaynError
 from aiayn.inference import TorchTranslator
 from aiayn.inference.ensemble import Ensemble, mean_probability
 from aiayn.inference.torch_translator import cross_attention

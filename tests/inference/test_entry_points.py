@@ -4,9 +4,10 @@ one clear error at every public entry point: `aiayn.load`, the CLI and `aiayn se
 import pytest
 
 import aiayn
+from aiayn import formats
 from aiayn.cli.main import main
+from aiayn.core.errors import DataError
 from aiayn.data import Tokenizer, TokenizerPair
-from aiayn.errors import DataError
 from aiayn.model import DecoderOnlyLM, ModelConfig
 from decoding.helpers import tiny_transformer
 
@@ -19,9 +20,9 @@ def too_small(tmp_path_factory):
     root = tmp_path_factory.mktemp("too_small")
     tokenizer = Tokenizer.train("char", [TEXT])
     assert tokenizer.vocab_size > 12
-    tiny_transformer(0, vocab_size=12).save_pretrained(root / "translation")
+    formats.save_pretrained(tiny_transformer(0, vocab_size=12), root / "translation")
     TokenizerPair(tokenizer, tokenizer).save(root / "translation")
-    DecoderOnlyLM(ModelConfig.tiny(vocab_size=12)).save_pretrained(root / "lm")
+    formats.save_pretrained(DecoderOnlyLM(ModelConfig.tiny(vocab_size=12)), root / "lm")
     tokenizer.save(root / "lm" / "tokenizer.json")
     return root / "translation", root / "lm"
 

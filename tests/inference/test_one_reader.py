@@ -1,5 +1,5 @@
 """One `aiayn translate --model DIR` reads the model directory once: the one reader
-(`aiayn.model_format.read_model_dir`) runs once, Python opens `config.json` once, the
+(`aiayn.formats.read_model_dir`) runs once, Python opens `config.json` once, the
 safetensors header is read once and the weights loaded once, and the model class is constructed
 once (on the meta device, where its layout is checked against the weights before it is given
 storage); that one construction gives the model that a second, real construction would."""
@@ -14,13 +14,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from aiayn import model_format
+from aiayn import formats
 from aiayn.cli.main import main
+from aiayn.formats import layout, model_class
+from aiayn.formats import model_dir as model_format
 from aiayn.model.config import ModelConfig
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.encoder_only import EncoderOnly
 from aiayn.model.transformer import Transformer
-from aiayn.model_dir import model_class
 
 LEGACY = Path(__file__).resolve().parents[1] / "fixtures" / "legacy_dates"
 
@@ -43,7 +44,7 @@ def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys
     opener = counted("open config.json", builtins.open, opens_config)
     monkeypatch.setattr(builtins, "open", opener)
     monkeypatch.setattr(io, "open", opener)
-    monkeypatch.setattr(model_format, "safe_open", counted("safe_open", model_format.safe_open))
+    monkeypatch.setattr(layout, "safe_open", counted("safe_open", layout.safe_open))
     monkeypatch.setattr(model_format, "load_file", counted("load_file", model_format.load_file))
     monkeypatch.setattr(model_format.ModelDirectory, "__init__",
                         counted("read_model_dir", model_format.ModelDirectory.__init__))
@@ -90,7 +91,7 @@ def test_one_construction_of_a_language_model_and_a_classifier(tmp_path) -> None
     )
     tokens = torch.randint(4, 23, (2, 6))
     for name, model in (("lm", DecoderOnlyLM(config)), ("classifier", EncoderOnly(config, num_classes=3))):
-        model.save_pretrained(tmp_path / name)
+        formats.save_pretrained(model, tmp_path / name)
         record = model_format.read_model_dir(tmp_path / name)
         opened = model_format.open_model(record, model_class(record))
         expected = dict(model.eval().named_buffers()) | model.state_dict()

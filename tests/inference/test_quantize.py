@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from aiayn.cli.main import main
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.inference import load
 from aiayn.runtime import int8 as int8_linear
 from aiayn.runtime.int8 import Int8Linear, quantize_rows

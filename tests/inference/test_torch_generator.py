@@ -4,8 +4,9 @@ import pytest
 import torch
 
 import aiayn
+from aiayn import formats
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference import Generator, TorchGenerator, context_length, stream_text
 from aiayn.model import DecoderOnlyLM, ModelConfig
 
@@ -120,7 +121,7 @@ def test_bad_sampling_settings_are_refused(lm, settings, message):
 
 
 def test_load_gives_a_generator_for_a_language_model(lm, tmp_path):
-    lm.save_pretrained(tmp_path)
+    formats.save_pretrained(lm, tmp_path)
     CHARS.save(tmp_path / "tokenizer.json")
     generator = aiayn.load(tmp_path, "cpu")
     assert isinstance(generator, TorchGenerator) and generator.directory == tmp_path

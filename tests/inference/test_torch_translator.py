@@ -6,8 +6,9 @@ import pytest
 import torch
 
 import aiayn
+from aiayn import formats
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.decoding import beam_search
-from aiayn.errors import CheckpointError, ConfigError
 from aiayn.inference import TorchTranslator, Translation, Translator, length_batches
 from decoding.conftest import SOURCES, TARGETS
 from decoding.helpers import approx
@@ -93,6 +94,6 @@ def test_beam_search_is_what_translate_runs(translator):
 def test_a_language_model_directory_is_refused(tmp_path, model_dir):
     from aiayn.model import DecoderOnlyLM, ModelConfig
 
-    DecoderOnlyLM(ModelConfig.tiny(vocab_size=40)).save_pretrained(tmp_path)
+    formats.save_pretrained(DecoderOnlyLM(ModelConfig.tiny(vocab_size=40)), tmp_path)
     with pytest.raises(CheckpointError, match="decoder_only"):
         aiayn.load(tmp_path, device="cpu", task="translation")

@@ -5,9 +5,9 @@ from collections import Counter
 import pytest
 import torch
 
+from aiayn.core.errors import ConfigError, DataError
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError, DataError
 from aiayn.lm import dataset as lm_dataset
 from aiayn.lm.dataset import TokenWindows, read_text, split_text, window_starts
 from aiayn.lm.run import prepare_lm_data

@@ -49,9 +49,9 @@ def _transformers_loss(hf_dir, run_dir) -> float:
     """Transformers' mean next-token loss over the run's validation windows."""
     from aiayn.data.special_tokens import SpecialTokens
     from aiayn.data.tokenizer import Tokenizer
+    from aiayn.formats import read_model_json
     from aiayn.lm.run import prepare_lm_data
     from aiayn.model.config import ModelConfig
-    from aiayn.model_dir import read_model_json
     from aiayn.tasks import load_config
 
     specials = SpecialTokens.of(ModelConfig.from_dict(read_model_json(run_dir)["config"]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 from aiayn.lm.dataset import TokenWindows, read_text, split_text, text_stream
 from aiayn.lm.run import prepare_lm_data
 from aiayn.lm.settings import LMSettings

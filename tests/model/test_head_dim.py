@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from aiayn.errors import ConfigError
+from aiayn import formats
+from aiayn.core.errors import ConfigError
+from aiayn.formats import load_model
 from aiayn.model import ModelConfig, MultiHeadAttention, Transformer
-from aiayn.model_dir import load_model
 from aiayn.tasks import load_config
 
 from .helpers import PAD, build, pad_to_lengths, random_tokens
@@ -78,7 +79,7 @@ def test_config_json_gains_no_key_unless_head_dim_is_set(tmp_path) -> None:
     assert legacy.config.head_dim is None and legacy.config.d_k == legacy.config.d_model // 2
 
     model = build("transformer", **NARROW)
-    model.save_pretrained(tmp_path)
+    formats.save_pretrained(model, tmp_path)
     loaded = load_model(tmp_path, "cpu").eval()
     assert loaded.config == model.config
     src, tgt_in = random_tokens(2, 6, seed=1), random_tokens(2, 4, seed=2)

@@ -13,9 +13,9 @@ from aiayn import paper
 from aiayn.data.batching import make_batch
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.decoding.greedy import greedy_search
+from aiayn.formats import load_model
 from aiayn.inference.torch_translator import pad_batch
 from aiayn.model import ModelConfig
-from aiayn.model_dir import load_model
 from aiayn.training.loss import translation_loss
 from shared_dates import splits
 

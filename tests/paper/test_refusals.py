@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn import paper
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn import formats, paper
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.lm.run import LM_TASK
 from aiayn.model import ModelConfig, Transformer
 from aiayn.model.decoder_only import DecoderOnlyLM
@@ -30,7 +30,7 @@ REFUSED = {
 @pytest.mark.parametrize("name", REFUSED)
 def test_load_refuses_what_the_paper_does_not_have(name: str, tmp_path) -> None:
     build, overrides, setting = REFUSED[name]
-    build(ModelConfig.tiny(vocab_size=20, max_len=16, **overrides)).save_pretrained(tmp_path)
+    formats.save_pretrained(build(ModelConfig.tiny(vocab_size=20, max_len=16, **overrides)), tmp_path)
     with pytest.raises(CheckpointError) as error:
         paper.load(tmp_path)
     message = str(error.value)

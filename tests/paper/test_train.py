@@ -9,8 +9,8 @@ import pytest
 import torch
 
 import aiayn
+from aiayn.formats import CONFIG_FILE, load_model
 from aiayn.model.multi_head_attention import MultiHeadAttention
-from aiayn.model_dir import CONFIG_FILE, load_model
 from shared_dates import splits, train_dates_run
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from aiayn import formats
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.inference import load
 from aiayn.model import ModelConfig, Transformer
@@ -34,7 +35,7 @@ def model_dir(tmp_path_factory):
     with torch.no_grad():  # sharper, more varied attention than a fresh initialisation
         for parameter in model.parameters():
             parameter.add_(0.5 * torch.randn_like(parameter))
-    model.save_pretrained(directory)
+    formats.save_pretrained(model, directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)
     return directory
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from aiayn.cli.main import main
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.inference import load
 from aiayn.plots.attention import attention_figure, parse_layer, select_panels
 from aiayn.plots.attention_data import attention_example

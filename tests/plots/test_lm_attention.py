@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn.core.errors import ConfigError
 from aiayn.data import Tokenizer
-from aiayn.errors import ConfigError
 from aiayn.model import DecoderOnlyLM, ModelConfig
 from aiayn.plots.attention_data import lm_attention_example
 

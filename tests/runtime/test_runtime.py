@@ -13,9 +13,9 @@ import time
 import pytest
 import torch
 
+from aiayn.formats import load_model
 from aiayn.inference import load
 from aiayn.model import MultiHeadAttention, scaled_dot_product_attention
-from aiayn.model_dir import load_model
 from aiayn.runtime import accelerate, operators
 from aiayn.runtime.compiled import compile_decoding, compiler_available, elementwise_attention, step_attention
 from aiayn.runtime.cpu import cpu_info, parse_cpuinfo

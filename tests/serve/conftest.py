@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from aiayn import formats
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE
@@ -35,7 +36,7 @@ def translation_dir(tmp_path_factory):
         vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_encoder_layers=2,
         num_decoder_layers=3, d_ff=64, max_len=40,
     )
-    perturbed(Transformer(config)).save_pretrained(directory)
+    formats.save_pretrained(perturbed(Transformer(config)), directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)
     return directory
 
@@ -52,7 +53,7 @@ def reordered_specials_dir(tmp_path_factory):
         vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_encoder_layers=1,
         num_decoder_layers=2, d_ff=64, max_len=40, **specials.as_dict(),
     )
-    perturbed(Transformer(config)).save_pretrained(directory)
+    formats.save_pretrained(perturbed(Transformer(config)), directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)
     return directory
 
@@ -67,6 +68,6 @@ def lm_dir(tmp_path_factory):
         vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2, num_decoder_layers=2, d_ff=64,
         max_len=48, unk_id=None,
     )
-    perturbed(DecoderOnlyLM(config)).save_pretrained(directory)
+    formats.save_pretrained(perturbed(DecoderOnlyLM(config)), directory)
     tokenizer.save(directory / JOINT_FILE)
     return directory

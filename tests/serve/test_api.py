@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn import formats
+from aiayn.core.errors import CheckpointError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
-from aiayn.errors import CheckpointError
 from aiayn.inference import TorchGenerator, Translator, load
 from aiayn.model import DecoderOnlyLM
 
@@ -262,7 +263,7 @@ def test_a_foreign_ctranslate2_directory_is_a_clear_error(tmp_path):
 
 # ------------------------------------------------------------------ language models
 def test_generate_gives_the_libraries_continuation(lm_client, lm_dir):
-    model = DecoderOnlyLM.from_pretrained(lm_dir)
+    model = formats.from_pretrained(DecoderOnlyLM, lm_dir)
     tokenizer = Tokenizer.load(lm_dir / JOINT_FILE, SpecialTokens.of(model.config))
     body = {"prompt": "the cat", "max_new_tokens": 20, "temperature": 0.9, "top_k": 5, "seed": 7}
     response = lm_client.post("/v1/generate", json=body)
@@ -277,7 +278,7 @@ def test_generate_gives_the_libraries_continuation(lm_client, lm_dir):
 
 
 def test_lm_attention_and_model_info(lm_client, lm_dir):
-    model = DecoderOnlyLM.from_pretrained(lm_dir)
+    model = formats.from_pretrained(DecoderOnlyLM, lm_dir)
     tokenizer = Tokenizer.load(lm_dir / JOINT_FILE, SpecialTokens.of(model.config))
     entry = lm_client.post("/v1/attention", json={"text": "a dog"}).json()
     assert entry["target"] == "a dog" and "encoder" not in entry and "cross" not in entry

@@ -1,4 +1,4 @@
-"""The service's decoding fields have the command line's ranges (`aiayn.decoding_options`), declared in
+"""The service's decoding fields have the command line's ranges (`aiayn.core.decoding_choices`), declared in
 the OpenAPI document: the repetition penalty 6e-239 answered 200 with `"score": null`."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("fastapi", reason="the 'serve' extra is not installed (pip install -e '.[serve]')")
 from fastapi.testclient import TestClient
 
-from aiayn.decoding_options import CONTROL_RANGES, FLOAT32_TINY
+from aiayn.core.decoding_choices import CONTROL_RANGES, FLOAT32_TINY
 from aiayn.inference import load
 from aiayn.serve.app import ServeSettings, create_app
 

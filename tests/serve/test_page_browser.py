@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 import torch
 
+from aiayn import formats
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
 from aiayn.inference import TorchGenerator, load
@@ -117,7 +118,7 @@ def test_type_a_sentence_see_its_translation_and_attention(browser, translation_
 
 
 def test_a_language_models_page_generates_and_shows_self_attention(browser, lm_dir):
-    model = DecoderOnlyLM.from_pretrained(lm_dir)
+    model = formats.from_pretrained(DecoderOnlyLM, lm_dir)
     tokenizer = Tokenizer.load(lm_dir / JOINT_FILE, SpecialTokens.of(model.config))
     with ThreadedServer(lm_dir) as server:
         page = browser.new_page(viewport={"width": 1280, "height": 900})

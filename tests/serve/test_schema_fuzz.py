@@ -147,7 +147,7 @@ def test_the_fuzz_reports_a_planted_500(translation_model, monkeypatch):
 def test_the_fuzz_reaches_the_edges_of_the_declared_ranges(translation_model, monkeypatch):
     """The coverage phase sends each decoding range's bounds (the generate phase alone never sent the
     smallest repetition penalty)."""
-    from aiayn.decoding_options import CONTROL_RANGES
+    from aiayn.core.decoding_choices import CONTROL_RANGES
 
     seen: dict[str, set] = {name: set() for name in CONTROL_RANGES}
     app = create_app(translation_model, ServeSettings(api_key=API_KEY, max_sentences=8))

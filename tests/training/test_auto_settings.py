@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from aiayn.cli.main import main
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.model import Transformer
 from aiayn.tasks import config_from_dict
 from aiayn.training import auto_settings

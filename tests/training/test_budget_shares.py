@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from aiayn.cli.main import main
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.core.errors import CheckpointError, ConfigError
+from aiayn.core.settings import parse_share
 from aiayn.model import Transformer
-from aiayn.settings import parse_share
 from aiayn.tasks import config_from_dict, load_config
 from aiayn.training.checkpoint import (
     STATE_FILE,

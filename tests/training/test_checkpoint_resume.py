@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from aiayn.errors import CheckpointError
+from aiayn.core.errors import CheckpointError
+from aiayn.formats import load_model
 from aiayn.model import Transformer
-from aiayn.model_dir import load_model
 from aiayn.training import checkpoint as checkpoint_module
 from aiayn.training.checkpoint import average_checkpoints, list_checkpoints, load_training_state
 from aiayn.training.loss import translation_loss

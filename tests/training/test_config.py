@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.model import ModelConfig
 from aiayn.tasks import apply_overrides, config_from_dict, load_config
 from aiayn.training.auto_settings import take_auto_settings

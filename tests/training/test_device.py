@@ -7,7 +7,7 @@ import contextlib
 import pytest
 import torch
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.training import device as device_module
 from aiayn.training.device import autocast, resolve_precision, select_device
 

@@ -11,7 +11,7 @@ import torch
 import yaml
 
 from aiayn.cli.main import main
-from aiayn.model_dir import load_model
+from aiayn.formats import load_model
 from aiayn.tasks import config_from_dict
 from aiayn.training.checkpoint import load_training_state
 from aiayn.training.init_from import freeze

@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.training import memory
 
 # In a fresh process: malloc a 96 MiB block, touch it, free it, three times; print the page faults

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from aiayn.cli.main import main
-from aiayn.model_card import card_fields
+from aiayn.formats.model_card import card_fields
 from aiayn.tasks import config_from_dict
 from aiayn.training.checkpoint import average_checkpoints
 from aiayn.training.run import run_task

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from aiayn.cli.main import main
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.tasks import config_from_dict
 from training.conftest import tiny_config
 

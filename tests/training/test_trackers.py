@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.tasks import config_from_dict
 from aiayn.training import trackers
 from aiayn.training.run import run_task

@@ -6,7 +6,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.model import Transformer
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir

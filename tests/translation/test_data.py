@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.translation import TRANSLATION_TASK, prepare_data, read_splits
 from aiayn.translation.settings import TranslationSettings
 

@@ -38,7 +38,7 @@ def test_prepare_then_train_reuses_the_store(tmp_path, capsys):
 def test_prepare_reports_a_long_preparation_in_plain_lines(tmp_path, capsys, monkeypatch):
     """A store of more than 500 pairs shows its progress on stderr (plain lines to a file, no
     carriage return, one per chunk here); a short one, or one found in the cache, shows none."""
-    monkeypatch.setattr("aiayn.progress_display.DEFAULT_INTERVAL_S", 0.0)
+    monkeypatch.setattr("aiayn.core.progress_display.DEFAULT_INTERVAL_S", 0.0)
     monkeypatch.setattr("aiayn.data.pair_store.ENCODE_CHUNK", 250)
     config = tmp_path / "copy.yaml"
     config.write_text(yaml.safe_dump(CONFIG | {"data": CONFIG["data"] | {"num_train": 600}}))

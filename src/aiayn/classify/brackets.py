@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import random
 
-from aiayn.errors import ConfigError, DataError
+from aiayn.core.errors import ConfigError, DataError
 
 OPEN_TO_CLOSE = {"(": ")", "[": "]", "{": "}"}
 CLOSE_TO_OPEN = {close: open_ for open_, close in OPEN_TO_CLOSE.items()}

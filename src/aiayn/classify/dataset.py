@@ -18,9 +18,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.core.eval_mode import eval_mode
 from aiayn.data.batching import BatchedDataset, token_batches
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.eval_mode import eval_mode
 
 log = logging.getLogger(__name__)
 

@@ -8,11 +8,11 @@ from typing import NamedTuple
 import torch
 
 from aiayn.classify.dataset import ClassificationDataset, encode_texts, predict_probabilities
+from aiayn.core.errors import CheckpointError, DataError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Tokenizer
-from aiayn.errors import CheckpointError, DataError
+from aiayn.formats import open_model, read_model_dir
 from aiayn.model import EncoderOnly
-from aiayn.model_dir import open_model, read_model_dir
 
 
 class Prediction(NamedTuple):

@@ -32,9 +32,9 @@ from aiayn.classify.dataset import (
 )
 from aiayn.classify.settings import ClassifySettings
 from aiayn.classify.tsv import Example, label_names, read_tsv
+from aiayn.core.errors import ConfigError
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError
 from aiayn.model import EncoderOnly, ModelConfig
 from aiayn.training.config import RunConfig
 from aiayn.training.state import TrainState

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from aiayn.settings import setting
+from aiayn.core.settings import setting
 from aiayn.training.data_settings import DataSettings, ExampleSettings, HeldOutSettings
 
 

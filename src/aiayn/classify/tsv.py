@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from pathlib import Path
 
+from aiayn.core.errors import DataError
 from aiayn.data.corpus import read_lines
-from aiayn.errors import DataError
 
 Example = tuple[str, str]  # (text, label)
 

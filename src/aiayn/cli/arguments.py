@@ -9,7 +9,7 @@ as the command line is parsed, with the option's name:
     $ aiayn translate --model runs/dates --alpha nan
     aiayn translate: error: argument --alpha: must be a finite number in [0, 10], got 'nan' (see ...)
 
-The ranges are `aiayn.ranges.Range`, the same check config files get.
+The ranges are `aiayn.core.ranges.Range`, the same check config files get.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
-from aiayn.ranges import Range
+from aiayn.core.ranges import Range
 
 
 def number_type(allowed: Range) -> Callable[[str], int | float]:

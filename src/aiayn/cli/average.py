@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 
 from aiayn.cli.arguments import bounded_int
-from aiayn.errors import ConfigError
-from aiayn.settings import parse_share
+from aiayn.core.errors import ConfigError
+from aiayn.core.settings import parse_share
 
 
 def share(value: str) -> float:

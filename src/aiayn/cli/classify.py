@@ -23,7 +23,7 @@ from aiayn.cli.train import (
     print_config,
     without_default_model,
 )
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
 
 DEFAULT_CONFIG = CONFIGS / "brackets.yaml"
@@ -123,7 +123,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_predict(args: argparse.Namespace) -> int:
     from aiayn.classify.predict import Classifier, check_texts
     from aiayn.data.corpus import read_lines
-    from aiayn.progress_display import LineProgress
+    from aiayn.core.progress_display import LineProgress
     from aiayn.training.device import select_device
 
     classifier = Classifier.load(args.model, device=select_device(args.device))

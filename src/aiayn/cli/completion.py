@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 SHELLS = ("bash", "zsh", "fish")
 EXTRA = "completion"

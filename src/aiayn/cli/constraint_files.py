@@ -18,7 +18,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
+from aiayn.data.corpus import decode_utf8
 
 KEYS = ("include", "exclude")
 
@@ -60,10 +61,7 @@ def _lines(path: str) -> list[str]:
     file = Path(path)
     if not file.is_file():
         raise DataError(f"{path}: file not found")
-    try:
-        text = file.read_text(encoding="utf-8-sig")
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not valid UTF-8 ({error.reason})") from None
+    text = decode_utf8(file.read_bytes(), path)
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
@@ -151,7 +149,7 @@ def line_constraints(args: argparse.Namespace, sources: list[str], input_name: s
 def check_phrases(translator: object, constraints: LineConstraints, name: str) -> None:
     """Tokenize every phrase before anything is decoded: a phrase the model cannot spell stops
     the command naming its file and line."""
-    from aiayn.errors import ConfigError
+    from aiayn.core.errors import ConfigError
     from aiayn.inference.constraint_input import PhraseEncoder
 
     encoder = PhraseEncoder(translator.tokenizers.target)  # type: ignore[attr-defined]

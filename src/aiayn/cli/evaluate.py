@@ -29,7 +29,7 @@ from aiayn.cli.options import (
 )
 from aiayn.cli.report_arguments import add_report_arguments, check_report_arguments
 from aiayn.cli.translate import constraint_source
-from aiayn.errors import ConfigError, DataError
+from aiayn.core.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     pass
@@ -57,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiayn.files import atomic_write_text
+    from aiayn.core.files import atomic_write_text
 
     check_report_arguments(args)
     sources, references = read_parallel_files(args.input, args.ref)

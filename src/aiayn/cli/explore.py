@@ -16,7 +16,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from aiayn.cli.arguments import bounded_int, device_option
-from aiayn.errors import ConfigError, DataError
+from aiayn.core.errors import ConfigError, DataError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import argparse
 
-from aiayn.decoding_options import EXPORT_QUANTIZATIONS
+from aiayn.core.decoding_choices import EXPORT_QUANTIZATIONS
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

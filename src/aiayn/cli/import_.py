@@ -33,7 +33,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiayn.hf_format import import_huggingface
+    from aiayn.formats.hf_format import import_huggingface
 
     out = import_huggingface(args.source, args.out, args.overwrite)
     print(f"aiayn model directory written to {out}")

@@ -26,8 +26,8 @@ from aiayn.cli.train import (
     print_config,
     without_default_model,
 )
-from aiayn.decoding_options import GENERATE_TOP_K, SEED, TEMPERATURE, TOP_P
-from aiayn.errors import ConfigError
+from aiayn.core.decoding_choices import GENERATE_TOP_K, SEED, TEMPERATURE, TOP_P
+from aiayn.core.errors import ConfigError
 from aiayn.training.run_dir import CONFIG_FILE, check_resumable, default_run_dir
 
 if TYPE_CHECKING:

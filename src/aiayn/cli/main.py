@@ -19,7 +19,7 @@ from collections.abc import Iterator
 
 from aiayn import __version__
 from aiayn.cli.arguments import ArgumentParser
-from aiayn.errors import AiaynError
+from aiayn.core.errors import AiaynError
 
 # Subcommand modules (`aiayn --help` lists the commands in the groups of `aiayn.cli.help.GROUPS`).
 COMMAND_MODULES = [
@@ -61,7 +61,7 @@ def complete(parser: argparse.ArgumentParser) -> None:
 def log_to_stderr() -> Iterator[None]:
     """Show aiayn's log messages (INFO and up) on stderr while a command runs (printed above
     an open progress bar)."""
-    from aiayn.progress_display import TqdmLoggingHandler
+    from aiayn.core.progress_display import TqdmLoggingHandler
 
     logger = logging.getLogger("aiayn")
     handler = TqdmLoggingHandler(sys.stderr)  # above a progress bar, not glued onto it

@@ -8,8 +8,8 @@ import argparse
 from typing import TYPE_CHECKING
 
 from aiayn.cli.arguments import bounded_int, device_option, number_type
-from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, LENGTH_PENALTY, QUANTIZATIONS
-from aiayn.errors import DataError
+from aiayn.core.decoding_choices import DEFAULT_BATCH_TOKENS, LENGTH_PENALTY, QUANTIZATIONS
+from aiayn.core.errors import DataError
 
 if TYPE_CHECKING:
     from aiayn.inference import Translator
@@ -59,7 +59,7 @@ def add_search_arguments(parser: argparse.ArgumentParser) -> None:
 def add_progress_argument(parser: argparse.ArgumentParser, subject: str | None = None) -> None:
     """--progress (translate, evaluate, classify predict, prepare): progress on stderr for long
     work; `subject` says which (default: inputs of more than `LONG_INPUT_LINES` lines)."""
-    from aiayn.progress_display import LONG_INPUT_LINES, PROGRESS_MODES
+    from aiayn.core.progress_display import LONG_INPUT_LINES, PROGRESS_MODES
 
     subject = subject or f"inputs of more than {LONG_INPUT_LINES} lines"
     parser.add_argument("--progress", choices=PROGRESS_MODES, default="auto",
@@ -133,7 +133,7 @@ def evaluate(
 ) -> tuple[Translator, TranslationEvaluation]:
     """The model of `model_dir` (loaded as the options ask) and its `TranslationEvaluation` on
     the test set: the one decoding of `aiayn evaluate`, with or without --report."""
-    from aiayn.progress_display import LineProgress
+    from aiayn.core.progress_display import LineProgress
     from aiayn.translation.evaluate import evaluate_translation
 
     translator = load_translator(model_dir, args)
@@ -145,3 +145,16 @@ def evaluate(
             **getattr(args, "phrases", {}),  # --constraints / --glossary (`aiayn.cli.evaluate`)
         )
     return translator, result
+
+
+def add_set_option(parser: argparse.ArgumentParser, example: str) -> None:
+    """The one `--set SECTION.KEY=VALUE` option (repeatable; into `args.overrides`), with
+    `example` (e.g. 'train.max_steps=200') in its help."""
+    parser.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="SECTION.KEY=VALUE",
+        help=f"override a config field, e.g. --set {example} (repeatable)",
+    )

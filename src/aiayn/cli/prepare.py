@@ -13,8 +13,8 @@ import argparse
 import json
 from pathlib import Path
 
-from aiayn.cli.options import add_progress_argument
-from aiayn.errors import ConfigError
+from aiayn.cli.options import add_progress_argument, add_set_option
+from aiayn.core.errors import ConfigError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,21 +26,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("config", help="YAML config of a translation or language-model run")
     parser.add_argument("--out", type=Path, help="the run directory it is for (its cache sits beside it)")
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config field, e.g. --set data.vocab_size=16000 (repeatable)",
-    )
+    add_set_option(parser, "data.vocab_size=16000")
     add_progress_argument(parser, "a store of more than 500 pairs (50,000 characters for a language model)")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from aiayn.data.token_store import cache_dir_for
-    from aiayn.progress_display import PreparationProgress
+    from aiayn.core.progress_display import PreparationProgress
     from aiayn.tasks import default_config_path, load_config
     from aiayn.training.data_settings import TokenStoreSettings
     from aiayn.training.run_dir import default_run_dir

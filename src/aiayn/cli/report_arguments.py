@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 
 from aiayn.cli.arguments import bounded_int, finite_float
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.evaluation.report_flags import FlagSettings
 
 DEFAULTS = FlagSettings()

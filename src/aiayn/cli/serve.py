@@ -24,7 +24,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from aiayn.cli.arguments import bounded_int, device_option, finite_float
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 API_KEY_ENV = "AIAYN_API_KEY"
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiayn.cli.arguments import finite_float
-from aiayn.errors import ConfigError
+from aiayn.cli.options import add_set_option
+from aiayn.core.errors import ConfigError
 
 if TYPE_CHECKING:
     from aiayn.training.config import RunConfig
@@ -109,14 +110,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
         help="start from this model (weights, settings, tokenizer): an aiayn model directory, a Transformers "
         "directory (MarianMTModel, GPT2LMHeadModel) or a Hub name; optimizer and schedule start fresh",
     )
-    parser.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="SECTION.KEY=VALUE",
-        help="override a config field, e.g. --set train.max_steps=200 (repeatable)",
-    )
+    add_set_option(parser, "train.max_steps=200")
     parser.add_argument(
         "--print-config", action="store_true",
         help="print the effective config (the file, the built-in recipe, --set and the shorthands "

@@ -62,7 +62,7 @@ from aiayn.cli.options import (
     one_line,
     search_settings,
 )
-from aiayn.decoding_options import (
+from aiayn.core.decoding_choices import (
     LONG_LINE_ACTIONS,
     MAX_OUTPUT_RATIO,
     NO_REPEAT_NGRAM_SIZE,
@@ -72,8 +72,9 @@ from aiayn.decoding_options import (
     TOP_K,
     TOP_P,
 )
-from aiayn.errors import ConfigError, DataError, DecodingError
-from aiayn.files import atomic_path
+from aiayn.core.errors import ConfigError, DataError, DecodingError
+from aiayn.core.files import atomic_path
+from aiayn.data.corpus import decode_utf8
 
 if TYPE_CHECKING:
     from aiayn.cli.constraint_files import LineConstraints
@@ -176,14 +177,9 @@ def read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
             return
         except (OSError, EOFError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
             raise DataError(f"{name}: cannot read input ({error})") from None
-        try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as error:
-            raise DataError(f"{name}: line {number} is not valid UTF-8 ({error.reason})") from None
-        if number == 1:
-            line = line.removeprefix("\ufeff")
-            if raw == b"\xef\xbb\xbf":  # the whole input is a byte order mark: no lines
-                return
+        line = decode_utf8(raw, name, number)
+        if number == 1 and raw == b"\xef\xbb\xbf":  # the whole input is a byte order mark: no lines
+            return
         yield line.removesuffix("\n").removesuffix("\r")
 
 
@@ -309,7 +305,7 @@ def run(args: argparse.Namespace) -> int:
     translator = load_translator(args.model, args)
     sources: list[str] = []
     best: list[Translation] = []
-    from aiayn.progress_display import LineProgress
+    from aiayn.core.progress_display import LineProgress
 
     with ExitStack() as stack:
         lines, chunk_lines, source_name = open_source(args, stack)

@@ -26,9 +26,9 @@ from typing import Generic, TypeVar
 import numpy as np
 import torch
 
+from aiayn.core.errors import ConfigError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

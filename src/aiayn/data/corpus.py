@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TypeVar
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 
 GZIP_MAGIC = b"\x1f\x8b"
 S = TypeVar("S", bound=Sequence)  # one side of a pair: a string or a list of token ids
@@ -37,6 +37,22 @@ def read_bytes(path: str | Path) -> bytes:
     return data
 
 
+def utf8_error(where: str | Path, line: int | None, reason: str) -> DataError:
+    """The one error for text that is not UTF-8, naming the file and (when known) the line."""
+    at = f": line {line}" if line is not None else ""
+    return DataError(f"{where}{at} is not valid UTF-8 ({reason})")
+
+
+def decode_utf8(data: bytes, where: str | Path, line: int = 1) -> str:
+    """`data` (the text of `where` from its line `line` on) decoded as UTF-8, a byte order mark at
+    the start of the file dropped; invalid UTF-8 -> `utf8_error` naming the line it is on."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise utf8_error(where, line + data.count(b"\n", 0, err.start), err.reason) from None
+    return text.removeprefix("\ufeff") if line == 1 else text
+
+
 def read_lines(path: str | Path, allow_empty: bool = False) -> list[str]:
     """The lines of ``path`` without their ``\\n`` / ``\\r\\n`` endings.
 
@@ -44,13 +60,7 @@ def read_lines(path: str | Path, allow_empty: bool = False) -> list[str]:
     no lines at all -> :class:`DataError` unless ``allow_empty``. A UTF-8 byte order mark at the
     start of the file is dropped.
     """
-    data = read_bytes(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as err:
-        line = data.count(b"\n", 0, err.start) + 1
-        raise DataError(f"{path}: line {line} is not valid UTF-8 ({err.reason})") from err
-    text = text.removeprefix("\ufeff")
+    text = decode_utf8(read_bytes(path), path)
     lines = text.split("\n")
     if lines[-1] == "":  # the newline that ends the last line, or an empty file
         lines.pop()
@@ -161,12 +171,7 @@ def iter_lines(path: str | Path) -> Iterator[str]:
     with open_binary(path) as handle:
         try:
             for number, raw in enumerate(handle, start=1):
-                line = raw.removesuffix(b"\n").removesuffix(b"\r")
-                try:
-                    text = line.decode("utf-8")
-                except UnicodeDecodeError as err:
-                    raise DataError(f"{path}: line {number} is not valid UTF-8 ({err.reason})") from None
-                yield text.removeprefix("\ufeff") if number == 1 else text
+                yield decode_utf8(raw.removesuffix(b"\n").removesuffix(b"\r"), path, number)
         except (OSError, EOFError, zlib.error) as err:
             raise DataError(f"cannot read corpus file {path}: {err}") from err
 
@@ -200,12 +205,12 @@ def check_text_file(path: str | Path) -> int:
                     decoder.decode(chunk)
                 except UnicodeDecodeError as err:
                     line = lines + chunk.count(b"\n", 0, max(err.start, 0)) + 1
-                    raise DataError(f"{path}: line {line} is not valid UTF-8 ({err.reason})") from None
+                    raise utf8_error(path, line, err.reason) from None
                 lines += chunk.count(b"\n")
                 last, size = chunk[-1:], size + len(chunk)
             decoder.decode(b"", final=True)
         except UnicodeDecodeError as err:
-            raise DataError(f"{path}: line {lines + 1} is not valid UTF-8 ({err.reason})") from None
+            raise utf8_error(path, lines + 1, err.reason) from None
         except (OSError, EOFError, zlib.error) as err:
             raise DataError(f"cannot read corpus file {path}: {err}") from err
     if size == 0:

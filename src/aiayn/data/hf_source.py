@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from aiayn.core.errors import ConfigError, DataError
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.sources import PairSource, file_fingerprint
-from aiayn.errors import ConfigError, DataError
 
 LOCAL_BUILDERS = ("parquet", "json", "csv")
 ROWS_PER_READ = 4096

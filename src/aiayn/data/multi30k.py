@@ -19,9 +19,9 @@ import tempfile
 import urllib.request
 from pathlib import Path
 
+from aiayn.core.errors import DataError
 from aiayn.data.corpus import GZIP_MAGIC, read_parallel
 from aiayn.data.paths import data_root
-from aiayn.errors import DataError
 
 MULTI30K_URL = (
     "https://raw.githubusercontent.com/multi30k/dataset/master/data/task1/raw/{split}.{lang}.gz"

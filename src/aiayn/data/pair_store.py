@@ -34,11 +34,11 @@ from typing import Any
 
 import numpy as np
 
+from aiayn.core.errors import DataError
 from aiayn.data.sources import PairSource, digest, pairs_digest
 from aiayn.data.token_store import StoreWriter, TokenStore, ids_dtype
 from aiayn.data.tokenizer import Names, Tokenizer, TokenizerPair
 from aiayn.data.tokenizer_spec import is_trained_kind
-from aiayn.errors import DataError
 
 log = logging.getLogger(__name__)
 

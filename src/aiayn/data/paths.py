@@ -15,7 +15,7 @@ file named in a config either as given or relative to the data root.
 import os
 from pathlib import Path
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 
 
 def repo_root() -> Path | None:

@@ -24,9 +24,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from aiayn.core.errors import ConfigError, DataError
+from aiayn.core.files import atomic_write_text
 from aiayn.data.special_tokens import SpecialTokens
-from aiayn.errors import ConfigError, DataError
-from aiayn.files import atomic_write_text
 
 MARIAN_SOURCE = "source.spm"
 MARIAN_TARGET = "target.spm"

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from aiayn.core.errors import DataError
 from aiayn.data.corpus import count_parallel, iter_parallel
-from aiayn.errors import DataError
 
 SAMPLE_BYTES = 1 << 20  # each of the three samples a file's fingerprint hashes
 

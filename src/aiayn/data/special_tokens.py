@@ -31,7 +31,7 @@ from typing import Any
 
 import tokenizers
 
-from aiayn.errors import ConfigError, DataError
+from aiayn.core.errors import ConfigError, DataError
 
 log = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ import random
 from collections.abc import Callable
 from datetime import date, timedelta
 
-from aiayn.errors import ConfigError, DataError
+from aiayn.core.errors import ConfigError, DataError
 
 TASKS = ("copy", "reverse", "dates")
 FIRST_DATE = date(1950, 1, 1)

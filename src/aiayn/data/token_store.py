@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 
 log = logging.getLogger(__name__)
 

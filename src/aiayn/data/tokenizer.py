@@ -41,12 +41,12 @@ from typing import Any
 
 import tokenizers
 
+from aiayn.core.errors import ConfigError, DataError
+from aiayn.core.files import atomic_write_text
 from aiayn.data import sentencepiece_tokenizer as spm
 from aiayn.data.special_tokens import SpecialTokens, check_special_token_names, resolve_special_tokens
 from aiayn.data.tokenizer_spec import JOINT_FILE, SOURCE_FILE, TARGET_FILE, is_trained_kind, read_hf_tokenizer
 from aiayn.data.tokenizer_training import train_hf
-from aiayn.errors import ConfigError, DataError
-from aiayn.files import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -20,8 +20,8 @@ from pathlib import Path
 
 import tokenizers
 
+from aiayn.core.errors import DataError
 from aiayn.data.tokenizer_training import TOKENIZER_KINDS
-from aiayn.errors import DataError
 
 JOINT_FILE = "tokenizer.json"
 SOURCE_FILE = "src_tokenizer.json"

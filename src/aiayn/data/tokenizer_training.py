@@ -23,8 +23,8 @@ from collections.abc import Iterable
 import tokenizers
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
+from aiayn.core.errors import ConfigError
 from aiayn.data.special_tokens import SPECIAL_TOKENS, UNK_ID
-from aiayn.errors import ConfigError
 
 METASPACE = "\u2581"  # "▁", the SentencePiece word-boundary marker
 BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]

@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from aiayn.core.eval_mode import eval_mode
 from aiayn.decoding.common import (
     Hypothesis,
     length_penalty,
@@ -56,7 +57,6 @@ from aiayn.decoding.controls import (
     prefix_tensor,
 )
 from aiayn.decoding.finished import Finished
-from aiayn.eval_mode import eval_mode
 from aiayn.model.transformer import Transformer
 
 

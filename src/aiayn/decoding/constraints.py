@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ controls act on one step's next-token scores, given each row's generated tokens 
   the top-k / nucleus top-p (`aiayn.decoding.sampling.filter_logits`), from a generator seeded
   with `seed`: the same seed gives the same outputs.
 
-The range of every numeric control is declared once, in `aiayn.decoding_options` (where each
+The range of every numeric control is declared once, in `aiayn.core.decoding_choices` (where each
 bound is derived), and checked here with it.
 """
 
@@ -31,16 +31,16 @@ from dataclasses import dataclass, fields
 import torch
 from torch import Tensor
 
-from aiayn.decoding.common import Hypothesis, log_probs
-from aiayn.decoding.sampling import Sampling, filter_logits
-from aiayn.decoding_options import (
+from aiayn.core.decoding_choices import (
     FLOAT32_MAX,
     MAX_OUTPUT_RATIO,
     NO_REPEAT_NGRAM_SIZE,
     REPETITION_PENALTY,
     SEED,
 )
-from aiayn.errors import ConfigError, DecodingError
+from aiayn.core.errors import ConfigError, DecodingError
+from aiayn.decoding.common import Hypothesis, log_probs
+from aiayn.decoding.sampling import Sampling, filter_logits
 
 MAX_STEPS = 2**20
 """More output steps than any model's positions allow (the sum rule of `PENALISED_LOGIT_LIMIT`)."""

@@ -18,6 +18,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
+from aiayn.core.eval_mode import eval_mode
 from aiayn.decoding.common import never_generated, output_limits, padding_mask_or_none
 from aiayn.decoding.controls import (
     NO_CONTROLS,
@@ -27,7 +28,6 @@ from aiayn.decoding.controls import (
     prefix_step,
     prefix_tensor,
 )
-from aiayn.eval_mode import eval_mode
 from aiayn.model.transformer import Transformer
 
 

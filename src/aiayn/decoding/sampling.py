@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from aiayn.decoding_options import TEMPERATURE, TOP_K, TOP_P
-from aiayn.errors import DataError
+from aiayn.core.decoding_choices import TEMPERATURE, TOP_K, TOP_P
+from aiayn.core.errors import DataError
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.kv_cache import DecoderCache
 
@@ -64,7 +64,7 @@ class Sampling:
     top_p: float | None = None
 
     def __post_init__(self) -> None:
-        TEMPERATURE.check("temperature", self.temperature)  # the ranges: aiayn.decoding_options
+        TEMPERATURE.check("temperature", self.temperature)  # the ranges: aiayn.core.decoding_choices
         if self.top_k is not None:
             TOP_K.check("top_k", self.top_k)
         if self.top_p is not None:

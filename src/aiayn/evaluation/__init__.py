@@ -2,12 +2,12 @@
 
 The end-to-end evaluation of a translation model on a test set (decode, then score) is the
 translation package's: `aiayn.translation.evaluate_translation`. The names are imported on
-first use (`aiayn.lazy_names`): the command line reads the report's settings without torch.
+first use (`aiayn.core.lazy_names`): the command line reads the report's settings without torch.
 """
 
 from typing import TYPE_CHECKING
 
-from aiayn.lazy_names import lazy_names
+from aiayn.core.lazy_names import lazy_names
 
 if TYPE_CHECKING:
     from aiayn.evaluation.bleu import MetricScore, corpus_bleu, corpus_chrf

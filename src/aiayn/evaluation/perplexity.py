@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from aiayn.eval_mode import eval_mode
+from aiayn.core.eval_mode import eval_mode
 from aiayn.model.decoder_only import DecoderOnlyLM
 
 

@@ -38,7 +38,7 @@ import numpy as np
 import sacrebleu
 from sacrebleu.tokenizers.tokenizer_13a import Tokenizer13a
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 from aiayn.evaluation import report_flags as flags
 from aiayn.evaluation.bleu import corpus_bleu, corpus_chrf
 from aiayn.evaluation.report_analysis import length_buckets, ratio_histogram, word_accuracy

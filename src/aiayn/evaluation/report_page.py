@@ -18,9 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from aiayn.errors import ConfigError
-from aiayn.explorer import _script_safe_json, view_file, view_markup
-from aiayn.files import atomic_path, write_errors
+from aiayn.core.errors import ConfigError
+from aiayn.core.files import atomic_path, write_errors
+from aiayn.explorer import _script_safe_json, page_head, view_file, view_markup
 
 ASSETS = "report_assets"
 
@@ -41,7 +41,7 @@ def report_page(data: dict[str, Any]) -> str:
         "REPORT_JS": _asset("report.js"),
     }
     pattern = r"__AIAYN_(TITLE|DATA|VIEW_CSS|VIEW_HTML|VIEW_JS|REPORT_CSS|REPORT_JS)__"
-    return re.sub(pattern, lambda m: values[m.group(1)], _asset("template.html"))
+    return re.sub(pattern, lambda m: values[m.group(1)], page_head(_asset("template.html")))
 
 
 def json_path(page_path: str | Path) -> Path:

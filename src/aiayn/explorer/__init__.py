@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from aiayn.files import atomic_path
+from aiayn.core.files import atomic_path
 from aiayn.plots.attention_data import KINDS, AttentionExample, display_token
 
 DECIMALS = 5
@@ -46,6 +46,14 @@ VIEW_FILES = ("attention_view.html", "attention_view.css", "attention_view.js")
 """The attention view's package files (markup, styles, script)."""
 
 _EXPLORER_CONTROLS = '<label>sentence <select id="sentence"></select></label>'
+
+
+def page_head(template: str) -> str:
+    """`template` with its `__AIAYN_HEAD__` replaced by the one HTML head of aiayn's pages (the
+    explorer and the evaluation report): doctype, charset, viewport, a Content-Security-Policy
+    that allows no network access, and the `__AIAYN_TITLE__` placeholder."""
+    head = resources.files("aiayn.explorer").joinpath("page_head.html").read_text(encoding="utf-8")
+    return template.replace("__AIAYN_HEAD__", head.rstrip("\n"), 1)
 
 
 def view_file(name: str) -> str:
@@ -106,6 +114,7 @@ def explorer_page(
         "d_model": None,
     }
     template = resources.files("aiayn.explorer").joinpath("template.html").read_text(encoding="utf-8")
+    template = page_head(template)
     values = {
         "TITLE": html.escape(title),
         "DATA": _script_safe_json(explorer_data(examples, title, model)),

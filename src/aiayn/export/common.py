@@ -14,11 +14,11 @@ from typing import Any
 
 from torch import nn
 
+from aiayn.core.errors import CheckpointError, ConfigError
+from aiayn.core.files import output_directory
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.errors import CheckpointError, ConfigError
-from aiayn.files import output_directory
+from aiayn.formats import load_model_of, load_tokenizers, read_model_dir
 from aiayn.model.config import ModelConfig
-from aiayn.model_dir import load_model_of, load_tokenizers, read_model_dir
 
 __all__ = ["ExportSource", "load_source", "output_directory", "refuse_other_head_dim"]
 

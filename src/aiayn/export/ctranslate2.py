@@ -29,20 +29,20 @@ from pathlib import Path
 
 import torch
 
-from aiayn.ctranslate2_format import AIAYN_FILE, vocabulary
+from aiayn.core.decoding_choices import EXPORT_QUANTIZATIONS as QUANTIZATIONS
+from aiayn.core.errors import CheckpointError, ConfigError
+from aiayn.core.files import atomic_write_text
+from aiayn.core.optional import require
 from aiayn.decoding.common import never_generated
-from aiayn.decoding_options import EXPORT_QUANTIZATIONS as QUANTIZATIONS
-from aiayn.errors import CheckpointError, ConfigError
 from aiayn.export.common import (
     ExportSource,
     load_source,
     output_directory,
     refuse_other_head_dim,
 )
-from aiayn.files import atomic_write_text
+from aiayn.formats.ctranslate2_format import AIAYN_FILE, vocabulary
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
-from aiayn.optional import require
 
 log = logging.getLogger(__name__)
 

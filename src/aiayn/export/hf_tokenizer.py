@@ -18,10 +18,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from aiayn.core.errors import ConfigError
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError
 from aiayn.export.common import ExportSource
-from aiayn.hf_format import TARGET_SUBFOLDER
+from aiayn.formats.hf_format import TARGET_SUBFOLDER
 from aiayn.model.config import ModelConfig
 
 

@@ -30,22 +30,22 @@ from typing import Any
 
 import torch
 
+from aiayn.core.errors import ConfigError, first_line
+from aiayn.core.optional import require
 from aiayn.decoding.common import never_generated
-from aiayn.errors import ConfigError, first_line
 from aiayn.export.common import ExportSource, load_source, output_directory, refuse_other_head_dim
 from aiayn.export.hf_tokenizer import save_hf_tokenizers
-from aiayn.hf_format import quiet_transformers as _quiet_transformers
-from aiayn.hf_mapping import (
+from aiayn.formats.hf_format import quiet_transformers as _quiet_transformers
+from aiayn.formats.hf_mapping import (
     feature_order,
     gpt2_rules,
     marian_language_rules,
     marian_translation_rules,
     to_theirs,
 )
+from aiayn.formats.model_card import card_fields, write_model_card
 from aiayn.model.config import ModelConfig
 from aiayn.model.positional_encoding import sinusoidal_table
-from aiayn.model_card import card_fields, write_model_card
-from aiayn.optional import require
 
 log = logging.getLogger(__name__)
 

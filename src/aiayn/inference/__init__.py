@@ -17,7 +17,7 @@ The CLI (`aiayn translate/evaluate/score/lm generate`), `aiayn serve` and the Py
 only these interfaces. CTranslate2 is imported only when an export is opened.
 """
 
-from aiayn.ctranslate2_format import is_ctranslate2_dir
+from aiayn.formats.ctranslate2_format import is_ctranslate2_dir
 from aiayn.inference.base import context_length, stream_text
 from aiayn.inference.ctranslate2 import CTranslate2Generator, CTranslate2Translator
 from aiayn.inference.interface import (

@@ -20,13 +20,13 @@ import numpy as np
 import torch
 from torch import nn
 
+from aiayn.core.errors import CheckpointError, ConfigError, DataError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.decoding.common import Hypothesis, output_length_limit
 from aiayn.decoding.constraints import SentenceConstraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls, check_finite_scores
 from aiayn.decoding.sampling import Sampling
-from aiayn.errors import CheckpointError, ConfigError, DataError
 from aiayn.inference.constraint_input import text_constraints
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation
 from aiayn.model.config import ModelConfig

@@ -23,10 +23,10 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from aiayn.core.errors import ConfigError
 from aiayn.decoding.common import output_length_limit
 from aiayn.decoding.constraints import SentenceConstraints, any_constraints
 from aiayn.decoding.controls import Controls
-from aiayn.errors import ConfigError
 
 MAX_SEGMENTATIONS = 64
 

@@ -31,16 +31,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from aiayn.ctranslate2_format import read_export, vocabulary
+from aiayn.core.errors import CheckpointError, ConfigError
+from aiayn.core.optional import require
 from aiayn.decoding.common import Hypothesis, length_penalty, never_generated, output_length_limit
 from aiayn.decoding.constraints import SentenceConstraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.sampling import Sampling
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.formats import load_tokenizers
+from aiayn.formats.ctranslate2_format import read_export, vocabulary
 from aiayn.inference.base import GeneratorBase, TranslatorBase
 from aiayn.model.config import ModelConfig
-from aiayn.model_dir import load_tokenizers
-from aiayn.optional import require
 
 
 def _sampling_arguments(controls: Controls) -> dict[str, Any]:

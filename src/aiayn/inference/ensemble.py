@@ -42,8 +42,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.core.errors import CheckpointError
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
-from aiayn.errors import CheckpointError
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import AttentionMaps, Transformer
 

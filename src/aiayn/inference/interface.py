@@ -14,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, Protocol, runtime_checkable
 
+from aiayn.core.decoding_choices import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS  # noqa: F401 (public here too)
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
-from aiayn.decoding_options import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS  # noqa: F401 (public here too)
 from aiayn.model.config import ModelConfig
 
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import torch
 
-from aiayn.decoding_options import QUANTIZATIONS
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.core.decoding_choices import QUANTIZATIONS
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.inference.interface import Generator, Translator
 from aiayn.runtime import accelerate
 
 if TYPE_CHECKING:
-    from aiayn.model_format import ModelDirectory
+    from aiayn.formats import ModelDirectory
 
 TASKS = {"transformer": "translation", "decoder_only": "lm"}
 """The model types `load` opens, and the task of each."""
@@ -75,13 +75,13 @@ def load(
     directory = Path(directory)
     if not directory.is_dir():
         raise CheckpointError(f"{directory}: not a directory")
-    from aiayn.ctranslate2_format import is_ctranslate2_dir, read_export
+    from aiayn.formats.ctranslate2_format import is_ctranslate2_dir, read_export
 
     record = None
     if is_ctranslate2_dir(directory):
         model_type = read_export(directory)[0]
     else:
-        from aiayn.model_dir import read_model_dir
+        from aiayn.formats import read_model_dir
 
         record = read_model_dir(directory)
         model_type = record.model_type
@@ -118,11 +118,11 @@ def _load_ensemble(
 ) -> Translator:
     """The ensemble `Translator` of several aiayn translation model directories (each read once,
     checked, then loaded and accelerated as a single model is)."""
-    from aiayn.ctranslate2_format import is_ctranslate2_dir
+    from aiayn.formats import load_model_of, load_tokenizers, read_model_dir
+    from aiayn.formats.ctranslate2_format import is_ctranslate2_dir
     from aiayn.inference.base import check_tokenizers
     from aiayn.inference.ensemble import Ensemble, check_members
     from aiayn.inference.torch_translator import TorchTranslator
-    from aiayn.model_dir import load_model_of, load_tokenizers, read_model_dir
 
     if not directories:
         raise ConfigError("no model directory given; an ensemble needs at least one")
@@ -171,7 +171,7 @@ def _load_torch(
 ) -> Translator | Generator:
     """Three one-way steps after the one reading: build and load the model, accelerate it,
     read its tokenizers."""
-    from aiayn.model_dir import load_model_of, load_tokenizers
+    from aiayn.formats import load_model_of, load_tokenizers
 
     device = _resolved(device, compile)
     model = load_model_of(record, device)

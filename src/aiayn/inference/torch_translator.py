@@ -22,14 +22,14 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from aiayn.core.errors import ConfigError
+from aiayn.core.eval_mode import eval_mode
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.beam_search import beam_search
 from aiayn.decoding.common import Hypothesis
 from aiayn.decoding.constraints import SentenceConstraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.greedy import greedy_search
-from aiayn.errors import ConfigError
-from aiayn.eval_mode import eval_mode
 from aiayn.inference.base import TorchRuntime, TranslatorBase
 from aiayn.inference.ensemble import Ensemble
 from aiayn.model.transformer import Transformer

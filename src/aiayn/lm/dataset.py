@@ -30,10 +30,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from aiayn.core.errors import ConfigError, DataError
 from aiayn.data.batching import BatchedDataset
-from aiayn.data.corpus import read_bytes
+from aiayn.data.corpus import decode_utf8, read_bytes
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError, DataError
 
 ENCODE_CHUNK_CHARS = 16_000  # text is encoded in chunks of whole lines of about this size
 
@@ -163,13 +163,7 @@ class TokenWindows(BatchedDataset[LMBatch]):
 # ---------------------------------------------------------------------- text files
 def read_text(path: str | Path) -> str:
     """The whole of a UTF-8 text file (`.gz` allowed); invalid UTF-8 or no text -> `DataError`."""
-    data = read_bytes(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as error:
-        line = data.count(b"\n", 0, error.start) + 1
-        raise DataError(f"{path}: line {line} is not valid UTF-8 ({error.reason})") from None
-    text = text.removeprefix("\ufeff")
+    text = decode_utf8(read_bytes(path), path)
     if not text.strip():
         raise DataError(f"{path}: the text file is empty")
     return text

@@ -20,13 +20,13 @@ from typing import Any
 import torch
 from torch import nn
 
+from aiayn.core.errors import ConfigError
 from aiayn.data.pair_store import Progress
 from aiayn.data.paths import resolve_data_file
 from aiayn.data.sources import digest
 from aiayn.data.token_store import TokenStore, cache_dir_for
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import is_trained_kind
-from aiayn.errors import ConfigError
 from aiayn.inference.torch_generator import TorchGenerator
 from aiayn.lm.dataset import LMBatch, TokenWindows
 from aiayn.lm.settings import LMSettings

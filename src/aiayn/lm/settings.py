@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from aiayn.errors import ConfigError
-from aiayn.ranges import POSITIVE_INT
-from aiayn.settings import setting
+from aiayn.core.errors import ConfigError
+from aiayn.core.ranges import POSITIVE_INT
+from aiayn.core.settings import setting
 from aiayn.training.data_settings import DataSettings, HeldOutSettings, TokenStoreSettings
 
 

@@ -19,13 +19,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from aiayn.data.corpus import iter_lines, open_binary
+from aiayn.core.errors import DataError
+from aiayn.data.corpus import iter_lines, open_binary, utf8_error
 from aiayn.data.pair_store import Progress
 from aiayn.data.sources import digest, file_fingerprint
 from aiayn.data.token_store import StoreWriter, TokenStore, ids_dtype
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.data.tokenizer_spec import JOINT_FILE, is_trained_kind
-from aiayn.errors import DataError
 from aiayn.lm.dataset import ENCODE_CHUNK_CHARS
 from aiayn.lm.settings import LMSettings
 
@@ -45,7 +45,7 @@ def text_lines(path: Path) -> Iterator[str]:
         except UnicodeDecodeError:
             for _ in iter_lines(path):  # finds the line and raises its DataError
                 pass
-            raise DataError(f"{path} is not valid UTF-8") from None
+            raise utf8_error(path, None, "undecodable bytes") from None
 
 
 def head_and_tail(path: Path, valid_fraction: float) -> tuple[Iterator[str], Iterator[str], int]:

@@ -4,7 +4,7 @@ masks (Sec. 3.2.3) -> attention (3.2.1) -> multi_head_attention (3.2.2) -> feed_
 -> embeddings (3.4) -> positional_encoding (3.5) -> sublayer, encoder / decoder (3.1)
 -> transformer (3, Figure 1). Around them: config, context (what travels with the states
 through one pass), kv_cache and packing (decoding and training speed), and initialization.
-Reading and writing model directories is not a paper concept: `aiayn.model_dir`.
+Reading and writing model directories is not a paper concept: `aiayn.formats`.
 """
 
 from aiayn.model.attention import scaled_dot_product_attention

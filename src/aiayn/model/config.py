@@ -10,25 +10,32 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from aiayn.ranges import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY
-from aiayn.settings import setting, validate
-
-FORMAT_VERSION = 1
-"""Version of the `config.json` format written by `save_pretrained`."""
-
+from aiayn.core.ranges import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY
+from aiayn.core.settings import setting, validate
 
 ACTIVATIONS = ("relu", "gelu", "gelu_new", "swish")
 """Feed-forward activations (`ModelConfig.activation`), named as Hugging Face names them."""
 
-PRESETS = ("tiny", "small", "base", "big")
-"""The named sizes (`ModelConfig.preset`): Table 3's base and big, and two smaller ones."""
+PRESET_SIZES: dict[str, dict[str, Any]] = {
+    name: dict(d_model=d, num_heads=h, num_encoder_layers=n, num_decoder_layers=n, d_ff=ff, dropout=p)
+    for name, d, h, n, ff, p in (
+        ("tiny", 64, 2, 2, 256, 0.0),
+        ("small", 256, 8, 3, 1024, 0.1),
+        ("base", 512, 8, 6, 2048, 0.1),  # Table 3, base
+        ("big", 1024, 16, 6, 4096, 0.3),  # Table 3, big
+    )
+}
+"""The one preset table (`ModelConfig.preset`): Table 3's base and big, and two smaller sizes."""
+
+PRESETS = tuple(PRESET_SIZES)
+"""The named sizes (`ModelConfig.preset`)."""
 
 
 @dataclass
 class ModelConfig:
     """Hyper-parameters of the Transformer (Sec. 3, Table 3).
 
-    Each field is declared with its range or choices and what it means (`aiayn.settings`);
+    Each field is declared with its range or choices and what it means (`aiayn.core.settings`);
     `__post_init__` checks them all, and what relates two fields.
     """
 
@@ -140,7 +147,7 @@ class ModelConfig:
         vocab_size = overrides.pop("vocab_size", None)
         if vocab_size is not None:
             # One shared vocabulary, shared embeddings and tied output, as in Sec. 3.4.
-            sizes |= {
+            sizes = sizes | {  # a new dict: PRESET_SIZES stays as written
                 "src_vocab_size": vocab_size,
                 "tgt_vocab_size": vocab_size,
                 "share_embeddings": True,
@@ -154,43 +161,34 @@ class ModelConfig:
     @classmethod
     def base(cls, **overrides: Any) -> ModelConfig:
         """Transformer (base) of Table 3: d_model 512, 8 heads, 6+6 layers, d_ff 2048, dropout 0.1."""
-        sizes = dict(d_model=512, num_heads=8, num_encoder_layers=6, num_decoder_layers=6,
-                     d_ff=2048, dropout=0.1)
-        return cls._preset(sizes, overrides)
+        return cls.preset("base", **overrides)
 
     @classmethod
     def big(cls, **overrides: Any) -> ModelConfig:
         """Transformer (big) of Table 3: d_model 1024, 16 heads, 6+6 layers, d_ff 4096, dropout 0.3."""
-        sizes = dict(d_model=1024, num_heads=16, num_encoder_layers=6, num_decoder_layers=6,
-                     d_ff=4096, dropout=0.3)
-        return cls._preset(sizes, overrides)
+        return cls.preset("big", **overrides)
 
     @classmethod
     def small(cls, **overrides: Any) -> ModelConfig:
         """A CPU-friendly size: d_model 256, 8 heads, 3+3 layers, d_ff 1024, dropout 0.1."""
-        sizes = dict(d_model=256, num_heads=8, num_encoder_layers=3, num_decoder_layers=3,
-                     d_ff=1024, dropout=0.1)
-        return cls._preset(sizes, overrides)
+        return cls.preset("small", **overrides)
 
     @classmethod
     def tiny(cls, **overrides: Any) -> ModelConfig:
         """A size for tests: d_model 64, 2 heads, 2+2 layers, d_ff 256, dropout 0.0."""
-        sizes = dict(d_model=64, num_heads=2, num_encoder_layers=2, num_decoder_layers=2,
-                     d_ff=256, dropout=0.0)
-        return cls._preset(sizes, overrides)
+        return cls.preset("tiny", **overrides)
 
     @classmethod
     def preset(cls, name: str, **overrides: Any) -> ModelConfig:
-        """Build a preset by name: 'tiny', 'small', 'base' or 'big'."""
-        builders = {"tiny": cls.tiny, "small": cls.small, "base": cls.base, "big": cls.big}
-        assert tuple(builders) == PRESETS
-        if name not in builders:
-            raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(builders)}")
-        return builders[name](**overrides)
+        """Build a preset by name: 'tiny', 'small', 'base' or 'big' (`PRESET_SIZES`)."""
+        if name not in PRESET_SIZES:
+            raise ValueError(f"unknown preset {name!r}; valid presets: {', '.join(PRESETS)}")
+        return cls._preset(PRESET_SIZES[name], overrides)
 
     # ------------------------------------------------------------- serialising
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict, with the format version under `format_version`.
+        """A JSON-ready dict of the fields (the model directory format, `aiayn.formats`, adds
+        its version around it).
 
         `head_dim` is written only when given, so that a model with the paper's d_model / h has
         the config.json it had before the setting existed (and readers without it still load it).
@@ -198,18 +196,11 @@ class ModelConfig:
         fields = dataclasses.asdict(self)
         if fields["head_dim"] is None:
             del fields["head_dim"]
-        return {"format_version": FORMAT_VERSION, **fields}
+        return fields
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ModelConfig:
-        """Inverse of `to_dict`; an unknown key or a newer format version raises `ValueError`."""
-        data = dict(data)
-        version = data.pop("format_version", FORMAT_VERSION)
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise ValueError(
-                f"config format_version {version!r} is newer than this aiayn supports "
-                f"({FORMAT_VERSION}); upgrade aiayn"
-            )
+        """Inverse of `to_dict`; an unknown key raises `ValueError`."""
         valid = {f.name for f in dataclasses.fields(cls)}
         unknown = set(data) - valid
         if unknown:

@@ -10,23 +10,20 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from aiayn import model_format
 from aiayn.model.config import ModelConfig
 from aiayn.model.context import AttentionContext
 from aiayn.model.decoder import Decoder
+from aiayn.model.deprecated_pretrained import PretrainedMethods
 from aiayn.model.embeddings import TokenEmbedding
 from aiayn.model.initialization import init_weights
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.positional_encoding import positional_encoding
 
 
-class DecoderOnlyLM(nn.Module):
+class DecoderOnlyLM(PretrainedMethods, nn.Module):
     """`model(tokens)`: (B, T) ids -> (B, T, V) next-token logits."""
 
     model_type = "decoder_only"
-    # Conveniences over `aiayn.model_format`, which reads and writes model directories.
-    save_pretrained = model_format.save_pretrained
-    from_pretrained = classmethod(model_format.from_pretrained)
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

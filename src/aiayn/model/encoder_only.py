@@ -11,23 +11,20 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from aiayn import model_format
 from aiayn.model import masks
 from aiayn.model.config import ModelConfig
 from aiayn.model.context import AttentionContext
+from aiayn.model.deprecated_pretrained import PretrainedMethods
 from aiayn.model.embeddings import TokenEmbedding
 from aiayn.model.encoder import Encoder
 from aiayn.model.initialization import init_weights
 from aiayn.model.positional_encoding import positional_encoding
 
 
-class EncoderOnly(nn.Module):
+class EncoderOnly(PretrainedMethods, nn.Module):
     """`model(tokens)`: (B, S) ids -> (B, num_classes) logits (mean-pooled encoder output)."""
 
     model_type = "encoder_only"
-    # Conveniences over `aiayn.model_format`, which reads and writes model directories.
-    save_pretrained = model_format.save_pretrained
-    from_pretrained = classmethod(model_format.from_pretrained)
 
     def __init__(self, config: ModelConfig, num_classes: int) -> None:
         super().__init__()

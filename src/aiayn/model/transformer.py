@@ -25,10 +25,10 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from aiayn import model_format
 from aiayn.model.config import ModelConfig
 from aiayn.model.context import AttentionContext
 from aiayn.model.decoder import Decoder
+from aiayn.model.deprecated_pretrained import PretrainedMethods
 from aiayn.model.embeddings import TokenEmbedding
 from aiayn.model.encoder import Encoder
 from aiayn.model.initialization import init_weights
@@ -53,7 +53,7 @@ class AttentionMaps:
     cross: list[Tensor]
 
 
-class Transformer(nn.Module):
+class Transformer(PretrainedMethods, nn.Module):
     """The encoder-decoder Transformer.
 
     `model(src, tgt_in)` maps (B, S) source ids and (B, T) shifted-right target ids to
@@ -63,9 +63,6 @@ class Transformer(nn.Module):
     """
 
     model_type = "transformer"
-    # Conveniences over `aiayn.model_format`, which reads and writes model directories.
-    save_pretrained = model_format.save_pretrained
-    from_pretrained = classmethod(model_format.from_pretrained)
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()

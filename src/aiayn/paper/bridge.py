@@ -21,10 +21,10 @@ from pathlib import Path
 import torch
 from torch import Tensor
 
+from aiayn.core.errors import CheckpointError
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.errors import CheckpointError
+from aiayn.formats import load_model_of, load_tokenizers, read_model_dir
 from aiayn.model.config import ModelConfig
-from aiayn.model_dir import load_model_of, load_tokenizers, read_model_dir
 from aiayn.paper.transformer import Transformer
 
 
@@ -95,7 +95,7 @@ def engine_state_dict(paper: dict[str, Tensor]) -> dict[str, Tensor]:
 def load(model_dir: str | Path) -> tuple[Transformer, TokenizerPair]:
     """The model of an aiayn translation model directory (in eval mode), and its tokenizers.
 
-    The directory is read by the engine's own reader (`aiayn.model_dir`: config.json,
+    The directory is read by the engine's own reader (`aiayn.formats`: config.json,
     model.safetensors, every tensor's name and shape checked), then its weights are put into the
     reference's names (`paper_state_dict`). A config the reference does not implement is
     refused first with one line naming the setting (`check_config`).

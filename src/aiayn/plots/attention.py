@@ -17,7 +17,7 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.plots.attention_data import KIND_TITLES, KINDS, AttentionExample, display_token
 from aiayn.plots.output import save_figure
 

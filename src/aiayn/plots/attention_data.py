@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from aiayn.core.errors import ConfigError
+from aiayn.core.eval_mode import eval_mode
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError
-from aiayn.eval_mode import eval_mode
 from aiayn.inference.interface import Translator
 from aiayn.inference.torch_translator import TorchTranslator
 from aiayn.model.decoder_only import DecoderOnlyLM

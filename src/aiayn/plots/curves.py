@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 from matplotlib.figure import Figure
 
-from aiayn.errors import DataError
+from aiayn.core.errors import DataError
 from aiayn.plots.output import save_figure
 from aiayn.training.run_dir import METRICS_FILE
 

@@ -2,7 +2,7 @@
 
 Figures are built as plain `matplotlib.figure.Figure` objects (never through `pyplot`), so
 nothing needs a display and no global backend is switched: PNG is rendered by Agg, SVG by
-matplotlib's SVG writer. Files are written atomically (`aiayn.files.atomic_path`).
+matplotlib's SVG writer. Files are written atomically (`aiayn.core.files.atomic_path`).
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from aiayn.errors import ConfigError
-from aiayn.files import atomic_path
+from aiayn.core.errors import ConfigError
+from aiayn.core.files import atomic_path
 
 FORMATS = {".png": "png", ".svg": "svg"}
 PNG_DPI = 110

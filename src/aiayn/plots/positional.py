@@ -17,7 +17,7 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.model.positional_encoding import sinusoidal_table
 from aiayn.plots.output import save_figure
 

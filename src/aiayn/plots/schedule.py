@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.plots.output import save_figure
 from aiayn.training.schedule import noam_lr
 

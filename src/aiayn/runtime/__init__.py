@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from aiayn.decoding_options import QUANTIZATIONS
+from aiayn.core.decoding_choices import QUANTIZATIONS
 
 
 def accelerate(model: nn.Module, quantize: str | None = None, compile: bool = False) -> nn.Module:

@@ -44,7 +44,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from aiayn.eval_mode import eval_mode
+from aiayn.core.eval_mode import eval_mode
 from aiayn.model.attention import scaled_dot_product_attention
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.multi_head_attention import MultiHeadAttention

@@ -20,7 +20,7 @@ Needs the optional extra `serve` (FastAPI, uvicorn, pydantic): pip install 'aiay
 
 from __future__ import annotations
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 EXTRA_MESSAGE = "aiayn serve needs the optional extra 'serve': pip install 'aiayn[serve]' (missing: {name})"
 

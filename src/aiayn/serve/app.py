@@ -31,7 +31,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from aiayn.errors import AiaynError
+from aiayn.core.errors import AiaynError
 from aiayn.inference.interface import Generator, Translation, Translator
 from aiayn.inference.words import translation_details
 from aiayn.serve.batching import BatchWorker, Job, WorkerClosed

@@ -4,7 +4,7 @@ Requests are strict: a field of the wrong type (`"beam": "4"`, `"beam": 2.5`, `"
 where a list is expected) or an unknown field is refused (422) rather than coerced or
 ignored. Limits that depend on the model or on the command line (sentences per request,
 tokens per sentence, new tokens) are checked by the app, which names the option. The ranges of the
-numeric decoding fields are `aiayn.decoding_options`' (the command line's too).
+numeric decoding fields are `aiayn.core.decoding_choices`' (the command line's too).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Annotated, Any, get_args
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
-from aiayn.decoding_options import (
+from aiayn.core.decoding_choices import (
     GENERATE_TOP_K,
     LENGTH_PENALTY,
     MAX_OUTPUT_RATIO,

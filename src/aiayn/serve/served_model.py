@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.inference.interface import Generator, Translator
 from aiayn.model.config import ModelConfig
 

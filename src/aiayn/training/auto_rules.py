@@ -33,9 +33,9 @@ import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
+from aiayn.core.settings import parse_share
 from aiayn.model.config import ModelConfig
-from aiayn.settings import parse_share
 
 AUTO = "auto"
 

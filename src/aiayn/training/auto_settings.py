@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from aiayn.errors import ConfigError, TrainingError
+from aiayn.core.errors import ConfigError, TrainingError
 from aiayn.training.auto_rules import (  # noqa: F401  (the rules, re-exported for callers of this module)
     AUTO,
     AUTO_ORDER,

@@ -34,11 +34,11 @@ from typing import Any
 import torch
 from torch import nn
 
-from aiayn.errors import CheckpointError
-from aiayn.files import atomic_directory, atomic_write, write_errors
-from aiayn.model_card import write_model_card
-from aiayn.model_dir import CONFIG_FILE as MODEL_CONFIG_FILE
-from aiayn.model_dir import (
+from aiayn import formats
+from aiayn.core.errors import CheckpointError
+from aiayn.core.files import atomic_directory, atomic_write, write_errors
+from aiayn.formats import CONFIG_FILE as MODEL_CONFIG_FILE
+from aiayn.formats import (
     WEIGHTS_FILE,
     check_unstored_buffers,
     check_weights_file,
@@ -47,6 +47,7 @@ from aiayn.model_dir import (
     meta_model,
     read_model_json,
 )
+from aiayn.formats.model_card import write_model_card
 from aiayn.training.run_dir import lock_if_run_dir
 
 CHECKPOINTS = "checkpoints"
@@ -90,7 +91,7 @@ def save_checkpoint(run_dir: Path, step: int, model: nn.Module, state: dict[str,
     try:
         root.mkdir(parents=True, exist_ok=True)
         _remove_leftovers(root)
-        model.save_pretrained(tmp)
+        formats.save_pretrained(model, tmp)
         atomic_write(tmp / STATE_FILE, lambda path: torch.save(state, path))
         _fsync_dir(tmp)
         if final.exists():  # the same step saved again (e.g. after a resume): replace it
@@ -228,7 +229,7 @@ def average_checkpoints(
         with write_errors(out), (
             contextlib.nullcontext(out) if out.exists() else atomic_directory(out)
         ) as directory:
-            model.save_pretrained(directory)
+            formats.save_pretrained(model, directory)
             tokenizer_files = [*Path(run_dir).glob("*tokenizer.json"), *Path(run_dir).glob("tokenizer.model"),
                                *(Path(run_dir) / name for name in ("source.spm", "target.spm", "vocab.json"))]
             for tokenizer_file in tokenizer_files:

@@ -3,8 +3,8 @@
 A config has three sections, `data`, `model` and `train`. An unknown key anywhere is a
 `ConfigError` listing the valid keys; any field can be overridden on the command line with
 a dotted path (`--set train.max_steps=200`, the value parsed as YAML; a string field takes the
-text as written). Each field is declared once, with `aiayn.settings.setting`: its type, default,
-range or choices and help text side by side (the module docstring of `aiayn.settings` says how to
+text as written). Each field is declared once, with `aiayn.core.settings.setting`: its type, default,
+range or choices and help text side by side (the module docstring of `aiayn.core.settings` says how to
 add one); the dataclasses check themselves, so an error names the field and what it allows
 (`train.lr must be a finite number > 0, got nan`). The `model` section's overrides are
 `ModelConfig` fields, declared and checked the same way in `aiayn.model.config`.
@@ -25,12 +25,12 @@ from typing import Any
 
 import yaml
 
+from aiayn.core.errors import ConfigError
+from aiayn.core.progress_display import PROGRESS_MODES
+from aiayn.core.ranges import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range
+from aiayn.core.settings import check_settings, setting, text_value, validate
 from aiayn.data.special_tokens import check_special_token_names
-from aiayn.errors import ConfigError
 from aiayn.model.config import PRESETS, ModelConfig
-from aiayn.progress_display import PROGRESS_MODES
-from aiayn.ranges import NON_NEGATIVE, NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, PROBABILITY, Range
-from aiayn.settings import check_settings, setting, text_value, validate
 from aiayn.training.data_settings import DataSettings
 
 log = logging.getLogger(__name__)
@@ -131,7 +131,7 @@ class TrainConfig:
         "auto", choices=PROGRESS_MODES,
         help="progress on stderr: 'bar' (redrawn in place), 'plain' (a line every progress_every_s "
         "seconds, no carriage returns: for log files), 'none'; 'auto': a bar on a terminal, else plain "
-        "(aiayn.progress_display; the old key progress_bar: true/false still works, with a warning)",
+        "(aiayn.core.progress_display; the old key progress_bar: true/false still works, with a warning)",
     )
     progress_every_s: float = setting(
         30.0, range=POSITIVE, help="seconds between two lines of plain progress (train.progress: plain)"
@@ -217,7 +217,7 @@ def _check_keys(data: dict[Any, Any], where: str) -> None:
 
 def _build(cls: type, data: Any, where: str) -> Any:
     """`cls` from one section's mapping: unknown keys are an error listing the valid ones; the
-    values are checked by the dataclass itself (`aiayn.settings.validate`)."""
+    values are checked by the dataclass itself (`aiayn.core.settings.validate`)."""
     if not isinstance(data, dict):
         raise ConfigError(f"{where} must be a mapping, got {data!r}")
     _check_keys(data, where)

@@ -14,9 +14,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from aiayn.errors import ConfigError
-from aiayn.ranges import NON_NEGATIVE_INT, POSITIVE_INT, PROBABILITY
-from aiayn.settings import field_choices, setting, validate
+from aiayn.core.errors import ConfigError
+from aiayn.core.ranges import NON_NEGATIVE_INT, POSITIVE_INT, PROBABILITY
+from aiayn.core.settings import field_choices, setting, validate
 
 
 @dataclass

@@ -21,7 +21,7 @@ def select_device(name: str = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        from aiayn.errors import ConfigError
+        from aiayn.core.errors import ConfigError
 
         raise ConfigError(f"device {name!r} requested but CUDA is not available")
     return device

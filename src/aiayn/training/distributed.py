@@ -47,7 +47,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.training.checkpoint import CHECKPOINTS, list_checkpoints
 
 log = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 
 SOURCE is an aiayn model directory (a finished run directory is one), a Hugging Face
 Transformers directory (`MarianMTModel`, `GPT2LMHeadModel`; imported into the run directory's
-`init_from/` first, `aiayn.hf_format`) or a Hub name (downloaded; offline, a one-line
+`init_from/` first, `aiayn.formats.hf_format`) or a Hub name (downloaded; offline, a one-line
 error). From SOURCE come:
 
 - the weights, and the model settings: a `model.*` key of the run's config that contradicts
@@ -27,11 +27,11 @@ from typing import Any
 
 from torch import nn
 
+from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer_spec import is_trained_kind
-from aiayn.errors import CheckpointError, ConfigError
+from aiayn.formats import ModelDirectory, is_model_dir, load_weights, read_model_dir
 from aiayn.model.config import ModelConfig
-from aiayn.model_dir import ModelDirectory, is_model_dir, load_weights, read_model_dir
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ class InitSource:
 
     source: str
     record: ModelDirectory
-    """The source directory as the one reader read it (`aiayn.model_dir.read_model_dir`)."""
+    """The source directory as the one reader read it (`aiayn.formats.read_model_dir`)."""
 
     @property
     def directory(self) -> Path:
@@ -77,7 +77,7 @@ class InitSource:
         if path.is_dir() and is_model_dir(path):
             directory = path
         else:  # a Transformers checkpoint, imported by the code of `aiayn import huggingface`
-            from aiayn.hf_format import hf_model_type, import_huggingface, resolve_source
+            from aiayn.formats.hf_format import hf_model_type, import_huggingface, resolve_source
 
             if path.exists() and not (path.is_dir() and hf_model_type(path)):
                 raise ConfigError(

@@ -23,8 +23,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from aiayn.core.eval_mode import eval_mode
 from aiayn.data.batching import Batch, BatchedDataset
-from aiayn.eval_mode import eval_mode
 from aiayn.training.device import autocast
 from aiayn.training.task import BatchT, LossFn
 

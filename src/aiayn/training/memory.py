@@ -44,7 +44,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from aiayn.settings import parse_share
+from aiayn.core.settings import parse_share
 
 
 def run_progress(

@@ -40,11 +40,11 @@ from typing import Any, NamedTuple
 
 import torch
 
+from aiayn.core.errors import AiaynError, ConfigError, DataError
+from aiayn.core.files import atomic_write_text
 from aiayn.data.token_store import cache_dir_for
-from aiayn.errors import AiaynError, ConfigError, DataError
-from aiayn.files import atomic_write_text
-from aiayn.model_card import write_model_card
-from aiayn.model_dir import is_model_dir, load_model, meta_model
+from aiayn.formats import is_model_dir, load_model, meta_model
+from aiayn.formats.model_card import write_model_card
 from aiayn.runtime.cpu import cpu_model
 from aiayn.training.auto_settings import check_auto_supported, choose_auto_settings, take_auto_settings
 from aiayn.training.checkpoint import check_resume_model

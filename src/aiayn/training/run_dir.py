@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from aiayn.errors import ConfigError
-from aiayn.files import atomic_write_text
+from aiayn.core.errors import ConfigError
+from aiayn.core.files import atomic_write_text
 from aiayn.training.run_lock import LOCK_FILE, RunDirLock
 
 log = logging.getLogger(__name__)

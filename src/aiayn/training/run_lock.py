@@ -21,7 +21,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import TextIO
 
-from aiayn.errors import RunDirInUseError
+from aiayn.core.errors import RunDirInUseError
 
 LOCK_FILE = ".train.lock"
 HOLDER_WAIT_S = 1.0  # how long to wait for a new holder to write its PID into the file

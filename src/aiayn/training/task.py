@@ -24,10 +24,10 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 import torch
 from torch import Tensor, nn
 
+from aiayn.core.errors import ConfigError
 from aiayn.data.batching import BatchedDataset
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import JOINT_FILE, Names, Tokenizer
-from aiayn.errors import ConfigError
 from aiayn.model import ModelConfig
 from aiayn.training.auto_rules import Choice, CorpusProfile
 from aiayn.training.config import RunConfig

@@ -22,7 +22,7 @@ import os
 from pathlib import Path
 from typing import Any, Protocol
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
 """Tracker -> the package (and aiayn extra) it needs."""

@@ -39,11 +39,12 @@ from typing import Any, Generic
 import torch
 from torch import nn
 
+from aiayn import formats
+from aiayn.core.errors import TrainingError
+from aiayn.core.files import atomic_write_text
+from aiayn.core.progress_display import ProgressDisplay
 from aiayn.data.batching import BatchedDataset
-from aiayn.errors import TrainingError
-from aiayn.files import atomic_write_text
-from aiayn.model_card import write_model_card
-from aiayn.progress_display import ProgressDisplay
+from aiayn.formats.model_card import write_model_card
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
 from aiayn.training.clock import Timer, TrainClock
 from aiayn.training.config import RunConfig
@@ -329,7 +330,7 @@ class Trainer(Generic[BatchT]):
 
     def save_best(self) -> None:
         if self.is_main:
-            self.model.save_pretrained(self.run_dir)
+            formats.save_pretrained(self.model, self.run_dir)
             if self.save_extra is not None:
                 self.save_extra(self.run_dir)
             write_model_card(self.run_dir)  # complete at the end (results.json), current meanwhile

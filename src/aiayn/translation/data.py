@@ -29,6 +29,8 @@ from typing import Any
 
 import numpy as np
 
+from aiayn.core.errors import ConfigError
+from aiayn.core.files import atomic_write_text
 from aiayn.data.batching import BatchedDataset, ParallelDataset
 from aiayn.data.corpus import check_parallel_files, filter_pairs, read_parallel
 from aiayn.data.multi30k import load_multi30k
@@ -39,8 +41,6 @@ from aiayn.data.store_dataset import StoreDataset
 from aiayn.data.synthetic import TASKS, make_task
 from aiayn.data.token_store import TokenStore, cache_dir_for
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.errors import ConfigError
-from aiayn.files import atomic_write_text
 from aiayn.training.auto_rules import AUTO, Choice, validation_split_size
 from aiayn.training.auto_settings import choose_vocab_size
 from aiayn.translation.settings import TranslationSettings

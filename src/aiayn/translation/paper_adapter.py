@@ -24,12 +24,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from aiayn import paper
+from aiayn.core.errors import ConfigError
+from aiayn.core.eval_mode import eval_mode
 from aiayn.data.batching import Batch
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.common import Hypothesis
 from aiayn.decoding.controls import NO_CONTROLS, Controls
-from aiayn.errors import ConfigError
-from aiayn.eval_mode import eval_mode
 from aiayn.inference.base import TorchRuntime, TranslatorBase
 from aiayn.inference.torch_translator import length_batches, pad_batch
 from aiayn.model import ModelConfig, Transformer

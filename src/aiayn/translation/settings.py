@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from aiayn.core.ranges import Range
+from aiayn.core.settings import setting
 from aiayn.data.synthetic import TASKS as SYNTHETIC_TASKS
-from aiayn.ranges import Range
-from aiayn.settings import setting
 from aiayn.training.data_settings import DataSettings, ExampleSettings, TokenStoreSettings
 
 

@@ -17,7 +17,7 @@ import pytest
 import torch
 import yaml
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 from aiayn.tasks import config_from_dict
 from aiayn.training import distributed
 from aiayn.training.checkpoint import list_checkpoints, load_training_state

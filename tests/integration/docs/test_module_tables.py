@@ -33,3 +33,25 @@ def test_a_planted_new_module_is_reported(tmp_path: Path) -> None:
         (tmp_path / "model" / path.name).write_text("")
     (tmp_path / "model" / "rotary.py").write_text('"""Rotary positions."""\n')
     assert unlisted(tmp_path) == ["model/rotary.py"]
+
+
+def unmapped_top_level(source: Path, pages: tuple[Path, ...] = PAGES) -> list[str]:
+    """'page: NAME' for each top-level module `NAME.py` and package `NAME/` of `source` (a copy
+    of src/aiayn) that the page's map does not name."""
+    names = [path.name for path in source.glob("*.py")]
+    names += [f"{path.name}/" for path in source.iterdir() if (path / "__init__.py").is_file()]
+    assert "__init__.py" in names and "model/" in names, names
+    texts = {page.name: page.read_text(encoding="utf-8") for page in pages}
+    return sorted(f"{page}: {name}" for page, text in texts.items() for name in names if name not in text)
+
+
+def test_every_top_level_module_and_package_is_on_both_maps() -> None:
+    missing = unmapped_top_level(ROOT / "src" / "aiayn")
+    assert not missing, f"src/aiayn entries missing from the README's map or docs/layout.md: {missing}"
+
+
+def test_a_planted_top_level_module_is_reported(tmp_path: Path) -> None:
+    for path in (ROOT / "src" / "aiayn").iterdir():
+        (tmp_path / path.name).symlink_to(path)
+    (tmp_path / "helpers.py").write_text("")
+    assert unmapped_top_level(tmp_path) == ["README.md: helpers.py", "layout.md: helpers.py"]

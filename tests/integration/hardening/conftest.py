@@ -17,6 +17,7 @@ import torch
 import yaml
 from safetensors.torch import load_file
 
+from aiayn import formats
 from aiayn.training.checkpoint import list_checkpoints
 
 REFERENCE_STEPS = 60
@@ -208,6 +209,6 @@ def make_model_dir(directory: Path, max_len: int = 16) -> Path:
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.add_(0.5 * torch.randn_like(parameter))
-    model.save_pretrained(directory)
+    formats.save_pretrained(model, directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)
     return directory

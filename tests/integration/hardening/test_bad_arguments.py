@@ -11,8 +11,8 @@ import pytest
 
 from aiayn.cli.arguments import bounded_int, finite_float
 from aiayn.cli.main import build_parser, main
-from aiayn.errors import ConfigError
-from aiayn.ranges import Range
+from aiayn.core.errors import ConfigError
+from aiayn.core.ranges import Range
 from aiayn.tasks import load_config
 
 from .conftest import make_model_dir

@@ -12,9 +12,9 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from aiayn.core.errors import ConfigError, DataError
 from aiayn.data.corpus import read_lines, read_parallel
 from aiayn.data.tokenizer import Tokenizer
-from aiayn.errors import ConfigError, DataError
 from aiayn.tasks import load_config
 from aiayn.training.config import RunConfig
 

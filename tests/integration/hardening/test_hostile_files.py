@@ -16,8 +16,8 @@ import pytest
 import torch
 
 from aiayn.cli.main import main
-from aiayn.errors import CheckpointError
-from aiayn.model_dir import load_model
+from aiayn.core.errors import CheckpointError
+from aiayn.formats import load_model
 from aiayn.training.checkpoint import STATE_FILE, list_checkpoints, load_training_state
 
 

@@ -13,7 +13,7 @@ import pytest
 
 from aiayn.cli.main import main
 from aiayn.data.tokenizer import TokenizerPair
-from aiayn.model_dir import load_model
+from aiayn.formats import load_model
 from aiayn.tasks import load_config
 from aiayn.training.checkpoint import CHECKPOINTS, list_checkpoints, load_training_state
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from aiayn.cli.main import main
-from aiayn.errors import TrainingError
+from aiayn.core.errors import TrainingError
 from aiayn.model import Transformer
 from aiayn.tasks import config_from_dict
 from aiayn.training import loss as loss_module

@@ -15,10 +15,10 @@ import pytest
 import torch
 
 import aiayn
+from aiayn.core.errors import DataError
 from aiayn.data import Tokenizer
 from aiayn.data.tokenizer import JOINT_FILE
 from aiayn.decoding.sampling import Sampling, sample_stream
-from aiayn.errors import DataError
 from aiayn.model import DecoderOnlyLM, ModelConfig
 
 FIXTURE = Path(__file__).resolve().parents[2] / "fixtures" / "legacy_dates"

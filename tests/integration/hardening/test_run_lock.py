@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from aiayn.cli.main import main
-from aiayn.errors import RunDirInUseError
+from aiayn.core.errors import RunDirInUseError
 from aiayn.training.checkpoint import list_checkpoints
 from aiayn.training.distributed import DistContext
 from aiayn.training.run import hold_run_dir

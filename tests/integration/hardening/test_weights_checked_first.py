@@ -16,8 +16,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from aiayn.cli.main import main
-from aiayn.errors import CheckpointError
-from aiayn.model_dir import load_model
+from aiayn.core.errors import CheckpointError
+from aiayn.formats import load_model
 
 from .conftest import make_model_dir
 
@@ -143,7 +143,7 @@ def test_resume_with_an_absurd_width_is_refused_before_allocation(reference_run,
 
 def test_meta_layout_matches_the_real_model(model_dir):
     """The check compares the weights with a meta-device layout: it must be the real model's."""
-    from aiayn.model_dir import meta_model
+    from aiayn.formats import meta_model
 
     real = load_model(model_dir)
     layout = meta_model(lambda: type(real)(real.config), "config")

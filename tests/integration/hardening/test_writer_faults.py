@@ -24,9 +24,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from aiayn import formats
 from aiayn.data import Tokenizer, TokenizerPair
+from aiayn.formats import load_model
 from aiayn.model import ModelConfig, Transformer
-from aiayn.model_dir import load_model
 from aiayn.training.checkpoint import save_checkpoint
 
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -80,7 +81,7 @@ def model_dir(tmp_path_factory) -> Path:
     torch.manual_seed(0)
     config = ModelConfig.tiny(vocab_size=tokenizer.vocab_size, d_model=32, num_heads=2,
                               num_encoder_layers=1, num_decoder_layers=1, d_ff=64, max_len=40)
-    Transformer(config).save_pretrained(directory)
+    formats.save_pretrained(Transformer(config), directory)
     TokenizerPair(tokenizer, tokenizer).save(directory)
     return directory
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+from aiayn import formats
 from aiayn.cli.main import main
 from aiayn.data.special_tokens import SpecialTokens
 from aiayn.data.tokenizer import Tokenizer
@@ -59,7 +60,7 @@ def test_gpt2_tokenizer_file_trains_generates_and_round_trips(tmp_path, capsys):
     assert main([*generate, "--seed", "1"]) == 0 and capsys.readouterr().out == sample
 
     # `!"#$` (ids 0..3 here) survive the LM's tokenizer and its streamed decoding.
-    model = DecoderOnlyLM.from_pretrained(run_dir)
+    model = formats.from_pretrained(DecoderOnlyLM, run_dir)
     tokenizer = Tokenizer.load(run_dir / "tokenizer.json", SpecialTokens.of(model.config))
     ids = tokenizer.encode(BANG)
     assert set(ids) <= {0, 1, 2, 3} and len(ids) == len(BANG)

@@ -10,9 +10,9 @@ import pytest
 import tokenizers
 from tokenizers import models
 
+from aiayn.core.errors import ConfigError, DataError
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.data.special_tokens import TRAINED_SPECIALS, SpecialTokens
-from aiayn.errors import ConfigError, DataError
 
 from .conftest import END_OF_TEXT, gpt2_layout, save
 

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import Phase, given, settings
 from hypothesis import strategies as st
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
+from aiayn.core.ranges import Range
+from aiayn.core.settings import check_settings, field_range, is_numeric
 from aiayn.model import ModelConfig
-from aiayn.ranges import Range
-from aiayn.settings import check_settings, field_range, is_numeric
 from aiayn.tasks import task_settings
 from aiayn.training.config import TrainConfig
 

@@ -4,7 +4,7 @@ The command line reads them when it builds its parsers (`aiayn --help` must not 
 the engine modules import them from here, so each has one home.
 """
 
-from aiayn.ranges import Range
+from aiayn.core.ranges import Range
 
 DEFAULT_BATCH_TOKENS = 4096
 """Padded source tokens per decoding batch (beam search decodes beam x as many rows)."""

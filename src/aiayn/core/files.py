@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from aiayn.errors import AiaynError, ConfigError
+from aiayn.core.errors import AiaynError, ConfigError
 
 FULL = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EROFS)
 """The errors of a write that cannot go on (a full disk, a file-size limit, a quota, a read-only

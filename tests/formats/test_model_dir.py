@@ -10,7 +10,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 import aiayn
-from aiayn.errors import CheckpointError
+from aiayn import formats
+from aiayn.core.errors import CheckpointError
 from aiayn.model import DecoderOnlyLM, EncoderOnly, Transformer
 from model.helpers import build, pad_to_lengths, random_tokens
 
@@ -34,8 +35,8 @@ MODEL_TYPES = {"transformer": "transformer", "lm": "decoder_only", "encoder": "e
 )
 def test_round_trip_gives_identical_outputs(tmp_path: Path, kind: str, overrides: dict) -> None:
     model = build(kind, seed=3, **overrides)
-    assert model.save_pretrained(tmp_path / "m") == tmp_path / "m"
-    for loaded in (CLASSES[kind].from_pretrained(tmp_path / "m"), aiayn.load_model(tmp_path / "m")):
+    assert formats.save_pretrained(model, tmp_path / "m") == tmp_path / "m"
+    for loaded in (formats.from_pretrained(CLASSES[kind], tmp_path / "m"), aiayn.load_model(tmp_path / "m")):
         assert type(loaded) is CLASSES[kind]
         assert not loaded.training
         assert loaded.config == model.config
@@ -55,26 +56,26 @@ def test_round_trip_gives_identical_outputs(tmp_path: Path, kind: str, overrides
 
 def test_tied_weights_stay_tied_after_loading(tmp_path: Path) -> None:
     model = build("transformer")
-    model.save_pretrained(tmp_path)
+    formats.save_pretrained(model, tmp_path)
     stored = load_file(str(tmp_path / "model.safetensors"))
     assert sum(t.shape == (23, 64) for t in stored.values()) == 1  # one shared matrix stored once
-    loaded = Transformer.from_pretrained(tmp_path)
+    loaded = formats.from_pretrained(Transformer, tmp_path)
     assert loaded.src_embedding is loaded.tgt_embedding
     assert loaded.output_projection.weight is loaded.tgt_embedding.weight
     assert torch.equal(loaded.output_projection.weight, model.output_projection.weight)
     lm = build("lm")
-    lm.save_pretrained(tmp_path / "lm")
-    loaded_lm = DecoderOnlyLM.from_pretrained(tmp_path / "lm")
+    formats.save_pretrained(lm, tmp_path / "lm")
+    loaded_lm = formats.from_pretrained(DecoderOnlyLM, tmp_path / "lm")
     assert loaded_lm.output_projection.weight is loaded_lm.embedding.weight
     assert torch.equal(loaded_lm.embedding.weight, lm.embedding.weight)
 
 
 def test_load_model_dispatches_on_model_type(tmp_path: Path) -> None:
     for kind in CLASSES:
-        build(kind).save_pretrained(tmp_path / kind)
+        formats.save_pretrained(build(kind), tmp_path / kind)
         assert type(aiayn.load_model(tmp_path / kind)) is CLASSES[kind]
     with pytest.raises(CheckpointError, match="decoder_only"):
-        Transformer.from_pretrained(tmp_path / "lm")
+        formats.from_pretrained(Transformer, tmp_path / "lm")
     path = tmp_path / "lm" / "config.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | {"model_type": "rnn"}))
     with pytest.raises(CheckpointError, match="rnn"):
@@ -89,15 +90,15 @@ def rewrite_weights(directory: Path, change) -> None:
 
 
 def test_shape_mismatch_names_the_tensor(tmp_path: Path) -> None:
-    build("transformer").save_pretrained(tmp_path)
+    formats.save_pretrained(build("transformer"), tmp_path)
     name = "encoder.layers.1.feed_forward.linear1.weight"
     rewrite_weights(tmp_path, lambda t: t.__setitem__(name, torch.zeros(128, 64)))
     with pytest.raises(CheckpointError, match=rf"{name}.*\(128, 64\).*\(256, 64\)"):
-        Transformer.from_pretrained(tmp_path)
+        formats.from_pretrained(Transformer, tmp_path)
 
 
 def test_config_disagreeing_with_weights_names_a_tensor(tmp_path: Path) -> None:
-    build("lm").save_pretrained(tmp_path)
+    formats.save_pretrained(build("lm"), tmp_path)
     path = tmp_path / "config.json"
     data = json.loads(path.read_text())
     data["config"]["d_ff"] = 128
@@ -107,14 +108,14 @@ def test_config_disagreeing_with_weights_names_a_tensor(tmp_path: Path) -> None:
 
 
 def test_missing_or_unexpected_tensor_is_named(tmp_path: Path) -> None:
-    build("encoder").save_pretrained(tmp_path)
+    formats.save_pretrained(build("encoder"), tmp_path)
     rewrite_weights(tmp_path, lambda t: t.pop("encoder.layers.0.feed_forward.linear2.bias"))
     with pytest.raises(CheckpointError, match=r"encoder\.layers\.0\.feed_forward\.linear2\.bias"):
-        EncoderOnly.from_pretrained(tmp_path)
-    build("encoder").save_pretrained(tmp_path)
+        formats.from_pretrained(EncoderOnly, tmp_path)
+    formats.save_pretrained(build("encoder"), tmp_path)
     rewrite_weights(tmp_path, lambda t: t.__setitem__("encoder.extra", torch.zeros(2)))
     with pytest.raises(CheckpointError, match=r"encoder\.extra"):
-        EncoderOnly.from_pretrained(tmp_path)
+        formats.from_pretrained(EncoderOnly, tmp_path)
 
 
 @pytest.mark.parametrize(
@@ -122,7 +123,7 @@ def test_missing_or_unexpected_tensor_is_named(tmp_path: Path) -> None:
     ["missing", "garbage", "truncated", "empty"],
 )
 def test_corrupt_or_missing_weights_raise_checkpoint_error(tmp_path: Path, damage: str) -> None:
-    build("transformer").save_pretrained(tmp_path)
+    formats.save_pretrained(build("transformer"), tmp_path)
     path = tmp_path / "model.safetensors"
     if damage == "missing":
         path.unlink()
@@ -133,14 +134,14 @@ def test_corrupt_or_missing_weights_raise_checkpoint_error(tmp_path: Path, damag
     else:
         path.write_bytes(b"")
     with pytest.raises(CheckpointError, match=r"model\.safetensors"):
-        Transformer.from_pretrained(tmp_path)
+        formats.from_pretrained(Transformer, tmp_path)
     with pytest.raises(CheckpointError):
         aiayn.load_model(tmp_path)
 
 
 @pytest.mark.parametrize("damage", ["missing", "not_json", "no_model_type", "future_version"])
 def test_bad_config_json_raises_checkpoint_error(tmp_path: Path, damage: str) -> None:
-    build("lm").save_pretrained(tmp_path)
+    formats.save_pretrained(build("lm"), tmp_path)
     path = tmp_path / "config.json"
     data = json.loads(path.read_text())
     if damage == "missing":

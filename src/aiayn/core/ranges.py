@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 
 @dataclass(frozen=True)

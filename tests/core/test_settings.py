@@ -1,4 +1,4 @@
-"""Each setting is declared once, beside its field (`aiayn.settings`): every number has its range,
+"""Each setting is declared once, beside its field (`aiayn.core.settings`): every number has its range,
 every enumerated string its choices, and the one validator refuses a value outside them, naming
 the key, through every way a value arrives (YAML, `--set`, the dataclass itself)."""
 
@@ -11,11 +11,11 @@ import typing
 
 import pytest
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
+from aiayn.core.ranges import POSITIVE_INT, Range
+from aiayn.core.settings import describe_settings, field_choices, field_range, is_numeric, is_text, setting
 from aiayn.lm.settings import LMSettings
 from aiayn.model import ModelConfig
-from aiayn.ranges import POSITIVE_INT, Range
-from aiayn.settings import describe_settings, field_choices, field_range, is_numeric, is_text, setting
 from aiayn.tasks import apply_overrides, config_from_dict, task_names, task_settings
 from aiayn.training.config import TOKENIZER_IDS, ModelSection, TrainConfig
 from aiayn.translation.settings import TranslationSettings

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib
 from types import ModuleType
 
-from aiayn.errors import ConfigError
+from aiayn.core.errors import ConfigError
 
 EXTRA = "export"
 """The pip extra that brings CTranslate2 and Hugging Face Transformers."""

@@ -1,6 +1,6 @@
-"""`aiayn.errors`: `first_line` cuts a third-party error's message to one line inside ours."""
+"""`aiayn.core.errors`: `first_line` cuts a third-party error's message to one line inside ours."""
 
-from aiayn.errors import first_line
+from aiayn.core.errors import first_line
 
 
 def test_first_line_keeps_the_first_line_or_the_type_name():
