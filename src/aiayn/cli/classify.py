@@ -122,8 +122,8 @@ def run_train(args: argparse.Namespace) -> int:
 
 def run_predict(args: argparse.Namespace) -> int:
     from aiayn.classify.predict import Classifier, check_texts
-    from aiayn.data.corpus import read_lines
     from aiayn.core.progress_display import LineProgress
+    from aiayn.data.corpus import read_lines
     from aiayn.training.device import select_device
 
     classifier = Classifier.load(args.model, device=select_device(args.device))

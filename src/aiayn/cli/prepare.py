@@ -32,8 +32,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from aiayn.data.token_store import cache_dir_for
     from aiayn.core.progress_display import PreparationProgress
+    from aiayn.data.token_store import cache_dir_for
     from aiayn.tasks import default_config_path, load_config
     from aiayn.training.data_settings import TokenStoreSettings
     from aiayn.training.run_dir import default_run_dir
