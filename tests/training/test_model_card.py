@@ -46,6 +46,20 @@ def test_card_fields_agree_with_results_and_config(run_dir):
     assert not card.startswith("---")  # the Hub header is the export's
 
 
+@pytest.mark.parametrize(("task", "languages"), [("multi30k", ["de", "en"]), ("files", []), ("copy", [])])
+def test_the_card_names_languages_only_where_the_data_says_them(run_dir, tmp_path, task, languages):
+    """A `files` run keeps the settings' default src_lang/tgt_lang (de, en) whatever its files
+    hold (en-es, ...): its card names the files, not those."""
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy, ignore=shutil.ignore_patterns("checkpoints"))
+    saved = yaml.safe_load((copy / "train_config.yaml").read_text())
+    saved["data"] |= {"task": task, "src_lang": "de", "tgt_lang": "en"}
+    (copy / "train_config.yaml").write_text(yaml.safe_dump(saved))
+    assert card_fields(copy)["languages"] == languages
+
+
 def test_average_writes_a_card_naming_the_checkpoints(run_dir, tmp_path):
     average_checkpoints(run_dir, 2, tmp_path / "avg")
     fields = card_fields(tmp_path / "avg")

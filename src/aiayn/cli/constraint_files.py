@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from aiayn.core.errors import DataError
-from aiayn.data.corpus import decode_utf8
 
 KEYS = ("include", "exclude")
 
@@ -58,6 +57,8 @@ class LineConstraints:
 
 
 def _lines(path: str) -> list[str]:
+    from aiayn.data.corpus import decode_utf8  # not at the top: `aiayn.data` imports torch
+
     file = Path(path)
     if not file.is_file():
         raise DataError(f"{path}: file not found")

@@ -74,7 +74,6 @@ from aiayn.core.decoding_choices import (
 )
 from aiayn.core.errors import ConfigError, DataError, DecodingError
 from aiayn.core.files import atomic_path
-from aiayn.data.corpus import decode_utf8
 
 if TYPE_CHECKING:
     from aiayn.cli.constraint_files import LineConstraints
@@ -169,6 +168,8 @@ def read_lines(handle: IO[bytes], name: str) -> Iterator[str]:
     Only `\\n` ends a line (as in `aiayn.data.corpus`), so line alignment with other tools
     is kept; invalid UTF-8 (or a corrupt gzip stream) raises `DataError` naming the file and line.
     """
+    from aiayn.data.corpus import decode_utf8  # not at the top: `aiayn.data` imports torch
+
     raw_lines = enumerate(handle, start=1)
     while True:
         try:

@@ -34,7 +34,10 @@ HUB_TAGS = {
 DATA_KEYS = (
     "task", "train", "train_src", "train_tgt", "valid_src", "valid_tgt", "test_src", "test_tgt", "text_file",
 )
-LANGUAGE_TASKS = ("multi30k", "files")  # the built-in tasks (dates, copy, ...) have no languages
+LANGUAGE_TASKS = ("multi30k",)
+"""The tasks whose `data.src_lang` / `data.tgt_lang` name the languages. The built-in tasks (dates,
+copy, ...) have none, and `files` would show the settings' defaults (de, en) whatever the files
+hold: its card names the files instead."""
 TOKENIZER_FILES = ("tokenizer.json", "src_tokenizer.json", "tgt_tokenizer.json", "tokenizer.model",
                    "source.spm", "target.spm", "vocab.json")
 

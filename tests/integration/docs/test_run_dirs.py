@@ -19,9 +19,11 @@ TRAINS = re.compile(r"\baiayn (?:train|lm train|classify train)\b")
 
 
 def command_lines(text: str) -> list[str]:
-    """The command lines of a page's code blocks (a `$ ` prompt dropped, comments kept)."""
+    """The command lines of a page's code blocks (a `$ ` prompt dropped, comments kept, a
+    command continued over lines with a trailing backslash joined into one)."""
     blocks = [body for language, body in BLOCK.findall(text) if language in SHELL]
-    return [line.removeprefix("$ ") for block in blocks for line in block.splitlines()]
+    joined = [re.sub(r"\s*\\\n\s*", " ", block) for block in blocks]
+    return [line.removeprefix("$ ") for block in joined for line in block.splitlines()]
 
 
 def offending(text: str) -> list[str]:
@@ -47,6 +49,9 @@ def test_every_training_command_names_its_run_directory() -> None:
 def test_the_check_catches_a_planted_command() -> None:
     planted = (
         "```python\nx = 1\n```\n\n```bash\naiayn train\naiayn translate --model runs/dates-* --text x\n"
-        "aiayn train --out runs/d\n```\n"
+        "aiayn train --out runs/d\n"
+        "aiayn train \\\n    --minutes 3 \\\n    --out runs/e\naiayn train \\\n    --minutes 3\n```\n"
     )
-    assert offending(planted) == ["aiayn train", "aiayn translate --model runs/dates-* --text x"]
+    assert offending(planted) == [
+        "aiayn train", "aiayn translate --model runs/dates-* --text x", "aiayn train --minutes 3",
+    ]
