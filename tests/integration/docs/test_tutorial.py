@@ -124,7 +124,7 @@ def excerpt_as_the_data_dir(directory: Path) -> Path:
     names = {"train": "train", "valid": "valid", "test": "test_v2020"}
     for split, name in names.items():
         for language in ("en", "es"):
-            text = (EXCERPT / f"excerpt_{split}.{language}").read_bytes()
+            text = (EXCERPT / f"{split}_excerpt.{language}").read_bytes()
             (directory / f"{name}.{language}.gz").write_bytes(gzip.compress(text))
     return directory
 
