@@ -1,5 +1,6 @@
 """Faults while the newer writers write: `aiayn export` (both formats), `aiayn import`, `aiayn average`
-and a `--report` page, each faulty run a subprocess of the CLI.
+and a `--report` page: the file-size limit and the SIGKILL in a subprocess of the CLI, the full disk
+(a fault of the file system) and the reruns in this process.
 
 - a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails with EFBIG);
 - a full disk (ENOSPC: the output on a tiny tmpfs; skipped where this machine cannot mount one);
@@ -70,6 +71,15 @@ def rerun(*argv: str | Path) -> int:
     """The same command without a fault, in this process (a subprocess is only needed to plant
     the fault, and each would import torch again): its exit status."""
     return main([str(arg) for arg in argv])
+
+
+def in_process(capsys: pytest.CaptureFixture, *argv: str | Path) -> subprocess.CompletedProcess:
+    """The command in this process, as `aiayn()` reports a subprocess (a fault that is in the
+    file system, not in the process, needs no process of its own)."""
+    capsys.readouterr()
+    status = rerun(*argv)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([str(arg) for arg in argv], status, out, err)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, reason: str) -> None:
@@ -197,11 +207,11 @@ def tiny_tmpfs(directory: Path, size: str) -> Iterator[Path]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_full_disk_gives_a_one_line_error_and_no_output(kind, model_dir, run_dir, sources, request,
-                                                           tmp_path):
+                                                           tmp_path, capsys):
     """(That the same write succeeds where there is room, the file-size test shows.)"""
     with tiny_tmpfs(tmp_path / "disk", "12k") as disk:
         out = output_path(disk, kind)
-        result = aiayn(*command(kind, out, model_dir, run_dir, sources, request))
+        result = in_process(capsys, *command(kind, out, model_dir, run_dir, sources, request))
         assert_one_line_error(result, "No space left on device")
         assert leftovers(out) == []
 
