@@ -9,6 +9,7 @@ benchmarks/RESULTS.md ("The same task with a loaded tokenizer ...").
 
 from __future__ import annotations
 
+import functools
 import logging
 from pathlib import Path
 
@@ -29,7 +30,13 @@ SETTINGS = {
 
 
 def splits() -> dict[str, list[tuple[str, str]]]:
-    """The run's own splits (`aiayn train` makes the same from the same settings)."""
+    """The run's own splits (`aiayn train` makes the same from the same settings); a copy of the
+    lists, made once per session (a dozen tests ask for them)."""
+    return {split: list(pairs) for split, pairs in _splits().items()}
+
+
+@functools.cache
+def _splits() -> dict[str, list[tuple[str, str]]]:
     return make_task("dates", 1, *(SETTINGS[f"data.num_{split}"] for split in ("train", "valid", "test")))
 
 

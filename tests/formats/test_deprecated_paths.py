@@ -1,40 +1,79 @@
 """The paths model formats and helpers had before `aiayn.formats` and `aiayn.core` still work
-for one release, and warn."""
+for one release, and warn: `aiayn.model_dir` is still a module; the other old modules are
+attributes of `aiayn` (`aiayn.errors`, `from aiayn import errors`), since `src/aiayn` keeps at
+most five modules. `import aiayn.errors` is the one old spelling that stops working."""
 
 from __future__ import annotations
 
 import importlib
+import sys
 
 import pytest
 import torch
 
+import aiayn
 from aiayn import formats
 from aiayn.core import errors, settings
-from aiayn.formats import hf_format, hf_mapping, model_card
+from aiayn.formats import ctranslate2_format, hf_format, hf_mapping, model_card
 from aiayn.model import ModelConfig, Transformer
 
-OLD_PATHS = {
-    "aiayn.model_dir": (formats, "load_model"),
-    "aiayn.model_format": (formats, "read_model_json"),
-    "aiayn.model_card": (model_card, "write_model_card"),
-    "aiayn.hf_format": (hf_format, "import_huggingface"),
-    "aiayn.hf_mapping": (hf_mapping, "Rule"),
-    "aiayn.ctranslate2_format": (importlib.import_module("aiayn.formats.ctranslate2_format"), "read_export"),
-    "aiayn.errors": (errors, "CheckpointError"),
-    "aiayn.settings": (settings, "setting"),
+OLD_MODULES = {  # the old paths without a file: what `aiayn.<old>` gives, and one of its names
+    "model_format": (formats, "read_model_json"),
+    "model_card": (model_card, "write_model_card"),
+    "hf_format": (hf_format, "import_huggingface"),
+    "hf_mapping": (hf_mapping, "Rule"),
+    "ctranslate2_format": (ctranslate2_format, "read_export"),
+    "errors": (errors, "CheckpointError"),
+    "settings": (settings, "setting"),
 }
 
 
-@pytest.mark.parametrize("old", sorted(OLD_PATHS))
-def test_an_old_module_path_gives_the_new_object_and_warns(old: str) -> None:
-    new, name = OLD_PATHS[old]
-    module = importlib.import_module(old)
-    with pytest.warns(DeprecationWarning, match=rf"{old} is deprecated.*import {name} from {new.__name__}"):
-        assert getattr(module, name) is getattr(new, name)
+def test_aiayn_model_dir_is_still_a_module_whose_every_name_warns() -> None:
+    module = importlib.import_module("aiayn.model_dir")
+    warning = r"aiayn\.model_dir is deprecated.*import load_model from aiayn\.formats"
+    with pytest.warns(DeprecationWarning, match=warning):
+        assert module.load_model is formats.load_model
     with pytest.warns(DeprecationWarning):  # every use warns, not only the first import
-        exec(f"from {old} import {name}", {})
+        exec("from aiayn.model_dir import load_model_of", {})
     with pytest.raises(AttributeError, match="moved to"):
         module.no_such_name  # noqa: B018
+
+
+def test_import_star_from_aiayn_model_dir_gives_its_old_names_each_warning() -> None:
+    namespace: dict = {}
+    with pytest.warns(DeprecationWarning) as caught:
+        exec("from aiayn.model_dir import *", namespace)
+    old = importlib.import_module("aiayn.model_dir").__all__
+    assert {name for name in namespace if not name.startswith("__")} == set(old)
+    assert all(namespace[name] is getattr(formats, name) for name in old)
+    assert {str(warning.message).split("import ")[1].split(" from")[0] for warning in caught} == set(old)
+
+
+@pytest.mark.parametrize("old", sorted(OLD_MODULES))
+def test_an_old_module_is_an_attribute_of_aiayn_whose_names_warn(old: str) -> None:
+    new, name = OLD_MODULES[old]
+    module = getattr(aiayn, old)
+    assert module.__name__ == f"aiayn.{old}"
+    warning = rf"aiayn\.{old} is deprecated.*import {name} from {new.__name__}"
+    with pytest.warns(DeprecationWarning, match=warning):
+        assert getattr(module, name) is getattr(new, name)
+    with pytest.warns(DeprecationWarning):  # the `from aiayn import <old>` spelling warns the same
+        exec(f"from aiayn import {old}\n{old}.{name}", {})
+    with pytest.raises(AttributeError, match="moved to"):
+        module.no_such_name  # noqa: B018
+
+
+@pytest.mark.parametrize("old", ["errors", "model_format"])
+def test_importing_an_old_module_without_a_file_is_the_spelling_that_stopped_working(old: str) -> None:
+    with pytest.raises(ModuleNotFoundError, match=rf"aiayn\.{old}"):
+        importlib.import_module(f"aiayn.{old}")
+
+
+def test_an_old_module_is_made_when_asked_for_and_never_stored() -> None:
+    assert getattr(aiayn, "errors") is not getattr(aiayn, "errors")  # noqa: B009
+    assert not set(OLD_MODULES) & set(vars(aiayn))
+    assert not {f"aiayn.{old}" for old in OLD_MODULES} & set(sys.modules)
+    assert not set(OLD_MODULES) & set(dir(aiayn))  # not offered as public names
 
 
 def test_the_old_model_methods_still_save_and_load_and_warn(tmp_path) -> None:

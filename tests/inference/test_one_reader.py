@@ -17,7 +17,7 @@ import torch
 from aiayn import formats
 from aiayn.cli.main import main
 from aiayn.formats import layout, model_class
-from aiayn.formats import model_dir as model_format
+from aiayn.formats import model_dir as model_dir_module
 from aiayn.model.config import ModelConfig
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.encoder_only import EncoderOnly
@@ -39,15 +39,15 @@ def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys
         return wrapper
 
     def opens_config(file, *args, **kwargs) -> bool:
-        return isinstance(file, (str, Path)) and Path(file).name == model_format.CONFIG_FILE
+        return isinstance(file, (str, Path)) and Path(file).name == model_dir_module.CONFIG_FILE
 
     opener = counted("open config.json", builtins.open, opens_config)
     monkeypatch.setattr(builtins, "open", opener)
     monkeypatch.setattr(io, "open", opener)
     monkeypatch.setattr(layout, "safe_open", counted("safe_open", layout.safe_open))
-    monkeypatch.setattr(model_format, "load_file", counted("load_file", model_format.load_file))
-    monkeypatch.setattr(model_format.ModelDirectory, "__init__",
-                        counted("read_model_dir", model_format.ModelDirectory.__init__))
+    monkeypatch.setattr(model_dir_module, "load_file", counted("load_file", model_dir_module.load_file))
+    monkeypatch.setattr(model_dir_module.ModelDirectory, "__init__",
+                        counted("read_model_dir", model_dir_module.ModelDirectory.__init__))
     real_init = Transformer.__init__
 
     def init(self, *args, **kwargs):
@@ -67,11 +67,11 @@ def test_translate_reads_the_model_directory_once(model_dir, monkeypatch, capsys
 
 def test_one_construction_gives_the_model_of_a_real_construction(model_dir) -> None:
     for directory in (model_dir, LEGACY):
-        record = model_format.read_model_dir(directory)
-        built = model_format.build_model(record, model_class(record))  # constructed for real
-        model_format.load_weights(built, record.weights_path, record.weights)
+        record = model_dir_module.read_model_dir(directory)
+        built = model_dir_module.build_model(record, model_class(record))  # constructed for real
+        model_dir_module.load_weights(built, record.weights_path, record.weights)
         built.eval()
-        opened = model_format.open_model(record, model_class(record))
+        opened = model_dir_module.open_model(record, model_class(record))
         assert (opened.output_projection.weight is opened.tgt_embedding.weight) == record.config.tie_output
         expected = dict(built.named_buffers()) | built.state_dict()
         got = dict(opened.named_buffers()) | opened.state_dict()
@@ -92,8 +92,8 @@ def test_one_construction_of_a_language_model_and_a_classifier(tmp_path) -> None
     tokens = torch.randint(4, 23, (2, 6))
     for name, model in (("lm", DecoderOnlyLM(config)), ("classifier", EncoderOnly(config, num_classes=3))):
         formats.save_pretrained(model, tmp_path / name)
-        record = model_format.read_model_dir(tmp_path / name)
-        opened = model_format.open_model(record, model_class(record))
+        record = model_dir_module.read_model_dir(tmp_path / name)
+        opened = model_dir_module.open_model(record, model_class(record))
         expected = dict(model.eval().named_buffers()) | model.state_dict()
         got = dict(opened.named_buffers()) | opened.state_dict()
         assert expected.keys() == got.keys()

@@ -110,11 +110,12 @@ def test_init_from_what_is_not_a_model(tmp_path, capsys, monkeypatch):
 
 
 def test_a_language_model_is_not_a_translation_source(tmp_path, capsys):
+    from aiayn import formats
     from aiayn.data import Tokenizer
     from aiayn.model import DecoderOnlyLM, ModelConfig
 
     tokenizer = Tokenizer.train("char", ["abc def"])
-    DecoderOnlyLM(ModelConfig.tiny(vocab_size=tokenizer.vocab_size)).save_pretrained(tmp_path / "lm")
+    formats.save_pretrained(DecoderOnlyLM(ModelConfig.tiny(vocab_size=tokenizer.vocab_size)), tmp_path / "lm")
     tokenizer.save(tmp_path / "lm" / "tokenizer.json")
     config = _write_config(tmp_path / "c.yaml", max_steps=1)
     assert main(["train", config, "--out", str(tmp_path / "z"), "--init-from", str(tmp_path / "lm")]) == 2

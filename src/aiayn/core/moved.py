@@ -1,9 +1,17 @@
-"""Old module paths kept for one release: `moved(old, new)` is the old module's `__getattr__`,
-which warns (`DeprecationWarning`, naming the new path) on every name taken from it."""
+"""Old module paths kept for one release.
+
+`moved(old, new)` is the `__getattr__` of a module whose names moved to `new`: every name taken
+from it warns (`DeprecationWarning`, naming the new path). `aiayn/model_dir.py` is such a module.
+The other old top-level modules have no file any more (`src/aiayn` keeps at most five modules):
+`moved_module(old, new)` is what `aiayn.<old>` and `from aiayn import <old>` give instead, a
+module object made when asked for, whose names warn the same way; `import aiayn.<old>` no longer
+works (`ModuleNotFoundError`), since making it work would need an import hook at `import aiayn`.
+"""
 
 from __future__ import annotations
 
 import importlib
+import types
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -26,3 +34,11 @@ def moved(old: str, new: str) -> Callable[[str], Any]:
         return getattr(target, name)
 
     return __getattr__
+
+
+def moved_module(old: str, new: str) -> types.ModuleType:
+    """A module object named `old` (not put in `sys.modules`) whose names are `new`'s, each
+    warning when taken."""
+    module = types.ModuleType(old, f"Deprecated path of `{new}` (one release; each name warns).")
+    module.__getattr__ = moved(old, new)  # type: ignore[method-assign]  # PEP 562, per module
+    return module

@@ -44,14 +44,14 @@ log = logging.getLogger(__name__)
 
 
 class PaperModel(paper.Transformer):
-    """`aiayn.paper.Transformer` with the engine's state-dict names and `save_pretrained`.
+    """`aiayn.paper.Transformer` with the engine's state-dict names and `model_type`, so that
+    `aiayn.formats.save_pretrained` writes it as the engine's model.
 
     `state_dict()` stacks W^Q, W^K, W^V into `in_proj` (`aiayn.paper.engine_state_dict`);
     `load_state_dict` slices them apart again (`aiayn.paper.paper_state_dict`).
     """
 
     model_type = Transformer.model_type
-    save_pretrained = Transformer.save_pretrained
 
     def __init__(self, config: ModelConfig) -> None:
         super().__init__(**paper.transformer_arguments(config))

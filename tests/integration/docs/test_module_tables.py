@@ -1,6 +1,7 @@
 """Every module of the model, the runtime and the reference is named (as `model/NAME.py`,
 `runtime/NAME.py`, `paper/NAME.py`) in the README's paper-to-code table or in the module table
-of docs/layout.md, so a new module cannot stay off the map."""
+of docs/layout.md, so a new module cannot stay off the map; `src/aiayn` keeps at most five
+top-level modules, each on both maps."""
 
 from __future__ import annotations
 
@@ -55,3 +56,29 @@ def test_a_planted_top_level_module_is_reported(tmp_path: Path) -> None:
         (tmp_path / path.name).symlink_to(path)
     (tmp_path / "helpers.py").write_text("")
     assert unmapped_top_level(tmp_path) == ["README.md: helpers.py", "layout.md: helpers.py"]
+
+
+TOP_LEVEL_LIMIT = 5  # `__init__`, `__main__` and what every package needs (issue 52)
+
+
+def crowded_top_level(source: Path) -> list[str]:
+    """The top-level modules `NAME.py` of `source` (a copy of src/aiayn) when there are more than
+    `TOP_LEVEL_LIMIT`, else nothing."""
+    names = sorted(path.name for path in source.glob("*.py"))
+    assert "__init__.py" in names, names
+    return names if len(names) > TOP_LEVEL_LIMIT else []
+
+
+def test_at_most_five_modules_at_the_top_level() -> None:
+    crowded = crowded_top_level(ROOT / "src" / "aiayn")
+    assert not crowded, f"src/aiayn has more than {TOP_LEVEL_LIMIT} top-level modules: {crowded}"
+
+
+def test_a_planted_sixth_top_level_module_is_reported(tmp_path: Path) -> None:
+    for path in (ROOT / "src" / "aiayn").iterdir():
+        (tmp_path / path.name).symlink_to(path)
+    planted = [f"helpers{i}.py" for i in range(TOP_LEVEL_LIMIT + 1 - len(list(tmp_path.glob("*.py"))))]
+    for name in planted:
+        (tmp_path / name).write_text("")
+    assert crowded_top_level(tmp_path) == sorted(path.name for path in tmp_path.glob("*.py"))
+    assert set(planted) < set(crowded_top_level(tmp_path))

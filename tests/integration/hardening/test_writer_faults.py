@@ -1,12 +1,13 @@
 """Faults while the newer writers write: `aiayn export` (both formats), `aiayn import`, `aiayn average`
-and a `--report` page, each run as a subprocess of the CLI.
+and a `--report` page: the file-size limit and the SIGKILL in a subprocess of the CLI, the full disk
+(a fault of the file system) and the reruns in this process.
 
 - a file-size limit (RLIMIT_FSIZE, SIGXFSZ ignored: a write past it fails with EFBIG);
 - a full disk (ENOSPC: the output on a tiny tmpfs; skipped where this machine cannot mount one);
 - SIGKILL in the middle of the write (the process kills itself at its n-th file write or rename).
 
 Each must end with a one-line error (the faults with an error) and leave nothing that a loader or a
-rerun takes for a finished output; the rerun without the fault then succeeds.
+rerun takes for a finished output; the rerun without the fault (in this process) then succeeds.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pytest
 import torch
 
 from aiayn import formats
+from aiayn.cli.main import main
 from aiayn.data import Tokenizer, TokenizerPair
 from aiayn.formats import load_model
 from aiayn.model import ModelConfig, Transformer
@@ -63,6 +65,21 @@ def aiayn(*argv: str | Path, env: dict[str, str] | None = None) -> subprocess.Co
                                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
     return subprocess.run([sys.executable, "-c", RUNNER, *map(str, argv)], capture_output=True, text=True,
                           env=environment | (env or {}), timeout=300)
+
+
+def rerun(*argv: str | Path) -> int:
+    """The same command without a fault, in this process (a subprocess is only needed to plant
+    the fault, and each would import torch again): its exit status."""
+    return main([str(arg) for arg in argv])
+
+
+def in_process(capsys: pytest.CaptureFixture, *argv: str | Path) -> subprocess.CompletedProcess:
+    """The command in this process, as `aiayn()` reports a subprocess (a fault that is in the
+    file system, not in the process, needs no process of its own)."""
+    capsys.readouterr()
+    status = rerun(*argv)
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess([str(arg) for arg in argv], status, out, err)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, reason: str) -> None:
@@ -104,8 +121,7 @@ def hf_dir(model_dir, tmp_path_factory) -> Path:
     """The model exported to Hugging Face Transformers (what `aiayn import` reads)."""
     pytest.importorskip("transformers", reason="needs the optional extra 'export'")
     out = tmp_path_factory.mktemp("faults_hf") / "hf"
-    result = aiayn("export", "huggingface", "--model", model_dir, "--out", out)
-    assert result.returncode == 0, result.stderr
+    assert rerun("export", "huggingface", "--model", model_dir, "--out", out) == 0
     return out
 
 
@@ -169,8 +185,7 @@ def test_a_file_size_limit_gives_a_one_line_error_and_no_output(kind, model_dir,
     result = aiayn(*argv, env={"FAULT_FSIZE": str(LIMIT_BYTES)})
     assert_one_line_error(result, "File too large")
     assert leftovers(out) == []
-    rerun = aiayn(*argv)
-    assert rerun.returncode == 0, rerun.stderr
+    assert rerun(*argv) == 0
     assert_usable(kind, out)
 
 
@@ -192,11 +207,11 @@ def tiny_tmpfs(directory: Path, size: str) -> Iterator[Path]:
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_full_disk_gives_a_one_line_error_and_no_output(kind, model_dir, run_dir, sources, request,
-                                                           tmp_path):
+                                                           tmp_path, capsys):
     """(That the same write succeeds where there is room, the file-size test shows.)"""
     with tiny_tmpfs(tmp_path / "disk", "12k") as disk:
         out = output_path(disk, kind)
-        result = aiayn(*command(kind, out, model_dir, run_dir, sources, request))
+        result = in_process(capsys, *command(kind, out, model_dir, run_dir, sources, request))
         assert_one_line_error(result, "No space left on device")
         assert leftovers(out) == []
 
@@ -217,6 +232,5 @@ def test_sigkill_during_the_write_leaves_nothing_a_loader_or_rerun_accepts(kind,
         result = aiayn(*argv, env={"FAULT_KILL_AT": str(kill_at), "FAULT_UNDER": str(directory)})
         assert result.returncode == -signal.SIGKILL, result.stderr  # killed mid-write
         assert not out.exists()  # no half-written output where a loader looks
-    rerun = aiayn(*argv)  # beside a killed write's leftovers
-    assert rerun.returncode == 0, rerun.stderr
+    assert rerun(*argv) == 0  # beside a killed write's leftovers
     assert_usable(kind, out)
