@@ -118,7 +118,7 @@ def beam_search(
 
 
 def _beam_search(
-    runner: StepRunner, src: Tensor, beam_size: int, alpha: float, max_len_extra: int, N: int,
+    model: Transformer | StepRunner, src: Tensor, beam_size: int, alpha: float, max_len_extra: int, N: int,
     max_steps: int | None, bos_id: int, eos_id: int, controls: Controls,
     prefixes: Sequence[Sequence[int]] | None,
 ) -> list[list[Hypothesis]]:
@@ -129,6 +129,7 @@ def _beam_search(
     keys/values stay one per sentence, shared by the sentence's rows. Shapes: beam_scores
     (b, w) running log-prob sums, seqs (b, K, L) tokens so far, logits (b*w, V).
     """
+    runner = as_runner(model)
     config, device = runner.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
     forbidden = never_generated(config.pad_id, bos_id, eos_id)

@@ -44,7 +44,8 @@ from aiayn.decoding.common import (
 from aiayn.decoding.constraints import Negative, Positive, SentenceConstraints
 from aiayn.decoding.controls import Controls, controlled_log_probs, prefix_step, prefix_tensor
 from aiayn.decoding.finished import Finished
-from aiayn.runtime.steps import StepRunner
+from aiayn.model.transformer import Transformer
+from aiayn.runtime.steps import StepRunner, as_runner
 
 
 def allocation_order(scores: Tensor, count: Tensor, total: Tensor) -> Tensor:
@@ -62,9 +63,9 @@ def allocation_order(scores: Tensor, count: Tensor, total: Tensor) -> Tensor:
 
 
 def constrained_beam_search(
-    runner: StepRunner, src: Tensor, constraints: Sequence[SentenceConstraints], beam_size: int, alpha: float,
-    max_len_extra: int, N: int, max_steps: int | None, bos_id: int, eos_id: int, controls: Controls,
-    prefixes: Sequence[Sequence[int]] | None,
+    model: Transformer | StepRunner, src: Tensor, constraints: Sequence[SentenceConstraints], beam_size: int,
+    alpha: float, max_len_extra: int, N: int, max_steps: int | None, bos_id: int, eos_id: int,
+    controls: Controls, prefixes: Sequence[Sequence[int]] | None,
 ) -> list[list[Hypothesis]]:
     """`beam_search` for B sentences in (B, S) `src` with one `SentenceConstraints` each (the
     runner's network already in eval mode; see the module docstring).
@@ -72,6 +73,7 @@ def constrained_beam_search(
     State of the (b, w) open beams: beam_scores (b, w), seqs (b, K, L), progress / met
     (b, w, C) per positive phrase, count (b, w) constraint tokens met.
     """
+    runner = as_runner(model)
     config, device = runner.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
     if len(constraints) != B:
