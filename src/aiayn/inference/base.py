@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -82,8 +83,18 @@ class TorchBackend:
         return sum(p.numel() for p in self.model.parameters())
 
 
-TorchRuntime = TorchBackend
-"""The earlier name of `TorchBackend` ("runtime" now names `aiayn.runtime` alone)."""
+def __getattr__(name: str) -> Any:
+    """`TorchRuntime`, the earlier name of `TorchBackend` ("runtime" now names `aiayn.runtime`
+    alone), kept for one release with a `DeprecationWarning`."""
+    if name == "TorchRuntime":
+        warnings.warn(
+            "aiayn.inference.base.TorchRuntime is deprecated and will be removed in the next release: "
+            "use aiayn.inference.base.TorchBackend",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return TorchBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class TranslatorBase:
