@@ -16,7 +16,7 @@ sentences of each set (a quick check). The defaults read Multi30k de-en from the
 (`multi30k/{val,test_2016_flickr}.{de,en}.gz`).
 
 The mean-probability check (`--check-lines N`, default 100): on the first N test sentences, the
-ensemble's beam output is fed back step by step through its incremental `decode_step` (what the
+ensemble's beam output is fed back step by step through its incremental `step` (what the
 searches call), and every step's whole next-token distribution is compared with
 logsumexp(log p_A, log p_B) - log 2 from A and B run separately (one full teacher-forced pass
 each); the JSON records the largest absolute difference, and the largest difference from the
@@ -122,7 +122,7 @@ def mean_probability_check(
         fed = [config.bos_id, *hyps[0].tokens][: config.max_len]
         memory, cache = model.encode(src), model.new_cache()
         ours = torch.stack([
-            model.decode_step(torch.tensor([[token]], device=device), memory, None, cache)[0] for token in fed
+            model.step(torch.tensor([[token]], device=device), memory, None, cache)[0] for token in fed
         ])  # (T, V)
         tgt_in = torch.tensor([fed], device=device)  # (1, T)
         log_a, log_b = (F.log_softmax(t.model(src, tgt_in)[0].float(), dim=-1) for t in (first, second))

@@ -87,13 +87,13 @@ def run_worker(args: argparse.Namespace) -> None:
         quantize = "int8" if "int8" in engine else None
         compiled = engine.endswith("_compiled")
         translator = load(args.model, "cpu", task="translation", quantize=quantize, compile=compiled)
-        decode_step = translator.model.decode_step
+        step = translator.runner.step
 
         def counted_step(last, *rest):  # counts decoder rows x steps
             rows[0] += last.size(0)
-            return decode_step(last, *rest)
+            return step(last, *rest)
 
-        translator.model.decode_step = counted_step
+        translator.runner.step = counted_step
     else:
         from aiayn.inference import CTranslate2Translator
 

@@ -63,6 +63,7 @@ def child(args: argparse.Namespace) -> None:
     from aiayn.model import Transformer
     from aiayn.tasks import load_config
     from aiayn.training.loss import translation_loss
+    from aiayn.training.precision import use_float32_attention
     from aiayn.training.trainer import Trainer
     from aiayn.translation.data import prepare_data
     from aiayn.translation.task import build_model_config
@@ -74,7 +75,7 @@ def child(args: argparse.Namespace) -> None:
     tokenizers = TokenizerPair.load(args.tokenizer)
     data = prepare_data(config.data, tokenizers)
     torch.manual_seed(config.train.seed)
-    model = Transformer(build_model_config(config, tokenizers))
+    model = use_float32_attention(Transformer(build_model_config(config, tokenizers)))  # as aiayn train
     loss_fn = whole_logits_loss if variant in ("before", "whole_logits") else translation_loss
     trainer = Trainer(config, model, data.train, None, Path(tempfile.mkdtemp()), loss_fn=loss_fn)
     trainer.precision = args.precision

@@ -33,6 +33,7 @@ from aiayn.model import ModelConfig, Transformer
 from aiayn.tasks import config_from_dict
 from aiayn.training.device import autocast, select_device
 from aiayn.training.loss import translation_loss
+from aiayn.training.precision import use_float32_attention
 from aiayn.training.trainer import Trainer
 from reference import ReferenceTransformer, reference_loss
 
@@ -80,7 +81,7 @@ def model_flops(model: Transformer, batch) -> float:
 def bench(preset: str, precision: str, steps: int, batches: list, device: torch.device, peak: float) -> dict:
     config = ModelConfig.preset(preset, vocab_size=8000, dropout=0.1, max_len=128)
     torch.manual_seed(0)
-    ours = Transformer(config)
+    ours = use_float32_attention(Transformer(config))  # as aiayn train builds it
     run = config_from_dict(
         {
             "train": {

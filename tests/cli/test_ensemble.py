@@ -127,7 +127,7 @@ def test_compile_compiles_every_model(ensemble_dirs, capsys, monkeypatch):
     import aiayn.runtime.compiled as compiled
 
     given = []
-    monkeypatch.setattr(compiled, "compile_decoding", lambda model: given.append(model) or model)
+    monkeypatch.setattr(compiled, "CompiledStep", lambda model, quantize=None: given.append(model) or model)
     monkeypatch.setattr(compiled, "compiler_available", lambda: True)
     code, out, err = run(capsys, "translate", *models(ensemble_dirs), "--text", TEXTS[0], "--compile",
                          "--device", "cpu")

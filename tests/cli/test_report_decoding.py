@@ -91,7 +91,7 @@ def assert_attention_is_the_int8_models(dates_run, sentence: dict) -> None:
     src = [*translator.tokenizers.source.encode(SOURCES[0]), config.eos_id]
     tgt = [config.bos_id, *translator.tokenizers.target.encode(sentence["hypothesis"])]
     with torch.no_grad():
-        maps = translator.model.eval().attention_maps(torch.tensor([src]), torch.tensor([tgt]))
+        maps = translator.network.eval().attention_maps(torch.tensor([src]), torch.tensor([tgt]))
     expected = torch.stack([m[0] for m in maps.cross]).numpy()  # (L, H, T, S)
     np.testing.assert_allclose(decode_attention(sentence["attention"]), expected, atol=0.5 / 255 + 1e-6)
 

@@ -129,7 +129,7 @@ class MarkovModel(nn.Module):
     def new_cache(self) -> DecoderCache:
         return DecoderCache.empty(1)
 
-    def decode_step(self, last, memory, src_padding_mask, cache):
+    def incremental_step(self, last, memory, src_padding_mask, cache, groups=1):
         return self.logp[last[:, -1]]  # (B, V)
 
 

@@ -46,11 +46,11 @@ def test_compiled_beam_and_greedy_search_same_as_eager(dates_run):
     assert not counters["graph_break"], dict(counters["graph_break"])
     assert 1 <= counters["stats"]["unique_graphs"] <= 6
     # And what the plain reference beam search (no cache, one sentence at a time) finds.
-    model, config = compiled.model, compiled.config
+    runner, config = compiled.runner, compiled.config
     ids = [[*row, config.eos_id] for row in compiled.tokenizers.source.encode_batch(texts)]
     src = pad_batch(ids, config.pad_id, torch.device("cpu"))
-    ours = beam_search(model, src, 4, 0.6, max_len_extra=10, nbest=2)
-    assert_same_search(ours, reference_beam_search(model, src, 4, 0.6, max_len_extra=10, nbest=2))
+    ours = beam_search(runner, src, 4, 0.6, max_len_extra=10, nbest=2)
+    assert_same_search(ours, reference_beam_search(runner.network, src, 4, 0.6, max_len_extra=10, nbest=2))
 
 
 @needs_compiler
@@ -75,7 +75,7 @@ def test_compile_refuses_what_it_does_not_compile(dates_run, tmp_path, monkeypat
     with pytest.raises(ConfigError, match="compile on CPU needs a C\\+\\+ compiler"):
         load(dates_run, "cpu", compile=True)
     with pytest.raises(RuntimeError, match="needs a C\\+\\+ compiler"):
-        compiling.compile_decoding(load(dates_run, "cpu").model)
+        compiling.CompiledStep(load(dates_run, "cpu").model)
 
 
 def test_prepacked_linear_operator_needs_a_prepared_slice():

@@ -27,11 +27,11 @@ def test_unused_constraints_change_nothing(dates_run, monkeypatch):
     unused = translator.translate_nbest(texts, 2, beam=4, include=[None] * COUNT, exclude=[[]] * COUNT)
     assert unused == plain
 
-    def through_the_constrained_search(model, src, beam_size, alpha, max_len_extra, nbest, **kw):
-        config = model.config
-        with eval_mode(model), torch.no_grad():
+    def through_the_constrained_search(runner, src, beam_size, alpha, max_len_extra, nbest, **kw):
+        config = runner.config  # the translator's step runner (`aiayn.runtime.steps`)
+        with eval_mode(runner.network), torch.no_grad():
             return constrained_beam_search(
-                model, src, [NO_CONSTRAINTS] * src.size(0), beam_size, alpha, max_len_extra, nbest, None,
+                runner, src, [NO_CONSTRAINTS] * src.size(0), beam_size, alpha, max_len_extra, nbest, None,
                 config.bos_id, config.eos_id, kw.get("controls", NO_CONTROLS), kw.get("prefixes"),
             )
 

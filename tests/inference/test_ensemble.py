@@ -71,7 +71,7 @@ def test_a_model_twice_is_that_model(ensemble_dirs, beam):
 
 def step_by_step(ensemble: Ensemble, src: torch.Tensor, tokens: list[int]) -> torch.Tensor:
     """(T, V) the ensemble's next-token log-probabilities after <bos> + each prefix of `tokens`
-    (within max_len), through its incremental `decode_step` (what the searches call), for one
+    (within max_len), through its incremental `step` (what the searches call), for one
     (1, S) source."""
     config = ensemble.config
     memory, cache = ensemble.encode(src), ensemble.new_cache()
@@ -79,7 +79,7 @@ def step_by_step(ensemble: Ensemble, src: torch.Tensor, tokens: list[int]) -> to
     with torch.no_grad():
         for token in [config.bos_id, *tokens][: config.max_len]:
             last = torch.tensor([[token]])
-            steps.append(ensemble.decode_step(last, memory, None, cache)[0])
+            steps.append(ensemble.step(last, memory, None, cache)[0])
     return torch.stack(steps)
 
 
@@ -187,20 +187,22 @@ def test_int8_quantizes_every_model(ensemble_dirs):
     from aiayn.runtime.int8 import Int8Linear
 
     quantized = aiayn.load([ensemble_dirs.a, ensemble_dirs.a], "cpu", quantize="int8")
-    for model in quantized.model.models:
-        assert any(isinstance(m, Int8Linear) for m in model.modules())
+    for runner in quantized.model.runners:
+        assert any(isinstance(m, Int8Linear) for m in runner.network.modules())
     alone = aiayn.load(ensemble_dirs.a, "cpu", quantize="int8")
     assert_same_nbest(quantized.translate_nbest(TEXTS, 2), alone.translate_nbest(TEXTS, 2))
 
 
 @pytest.mark.skipif(not compiler_available(), reason="torch.compile needs a C++ compiler")
 def test_compile_compiles_every_models_own_step(ensemble_dirs):
-    """Each model's decoding step is compiled (its own `step_runner`); the ensemble then finds
+    """Each model's decoding step is compiled (its own `CompiledStep`); the ensemble then finds
     what the eager ensemble finds."""
+    from aiayn.runtime.compiled import CompiledStep
+
     eager = aiayn.load([ensemble_dirs.a, ensemble_dirs.b], "cpu")
     compiled = aiayn.load([ensemble_dirs.a, ensemble_dirs.b], "cpu", compile=True)
-    assert all(model.step_runner is not None for model in compiled.model.models)
-    assert all(model.step_runner is None for model in eager.model.models)
+    assert all(isinstance(runner, CompiledStep) for runner in compiled.model.runners)
+    assert not any(isinstance(runner, CompiledStep) for runner in eager.model.runners)
     assert_same_nbest(compiled.translate_nbest(TEXTS, 2), eager.translate_nbest(TEXTS, 2), 1e-4)
 
 

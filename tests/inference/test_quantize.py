@@ -44,7 +44,8 @@ def test_quantize_rows_scales_each_row():
 
 def test_quantized_translator_decodes_and_keeps_parameters(model_dir):
     plain, quantized = load(model_dir, "cpu"), load(model_dir, "cpu", quantize="int8")
-    assert any(isinstance(m, Int8Linear) for m in quantized.model.modules())
+    assert any(isinstance(m, Int8Linear) for m in quantized.network.modules())
+    assert not any(isinstance(m, Int8Linear) for m in quantized.model.modules())
     assert quantized.parameters == plain.parameters
     assert quantized.model.state_dict().keys() == plain.model.state_dict().keys()
     outputs = quantized.translate(["ein hund läuft", "ja"], beam=4)

@@ -104,9 +104,23 @@ def test_every_path_agrees_with_narrow_heads() -> None:
         torch.testing.assert_close(torch.cat(steps, dim=1)[keep], full[keep], atol=1e-5, rtol=0)
 
         beams = tgt_in.repeat_interleave(2, dim=0)  # rows 2i, 2i+1 belong to sentence i
-        shared = model.decode(beams, memory, src_mask)
+        shared = model.decode(beams, memory, src_mask, groups=2)
         copied = model.decode(beams, memory.repeat_interleave(2, 0), src_mask.repeat_interleave(2, 0))
         torch.testing.assert_close(shared, copied, atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize(("rows", "groups"), [(6, 1), (5, 2), (3, 2)])
+def test_a_wrong_beam_grouping_is_a_one_line_error(rows: int, groups: int) -> None:
+    """Beams share a memory row only when told so, and only as B == groups * b: a batch that
+    does not match is refused (naming the shapes), not reshaped."""
+    model = build("transformer", seed=2, **NARROW).eval()
+    src = random_tokens(3, 7, seed=1)
+    memory, tgt_in = model.encode(src), random_tokens(rows, 1, seed=2)
+    with torch.no_grad(), pytest.raises(ValueError) as error:
+        model.decode(tgt_in, memory, src != PAD, groups=groups)
+    message = str(error.value)
+    assert "\n" not in message and f"needs B == groups * b, got {rows} != {groups} * 3" in message
+    assert f"query ({rows}, 1, 64) over memory (3, 7, 64)" in message
 
 
 def test_train_accepts_head_dim_as_a_setting() -> None:

@@ -1,7 +1,7 @@
-"""`aiayn.runtime` fills the model's seams and nothing else: the same `state_dict`, outputs equal
-to the model's own up to rounding (int8: up to its quantization), no operator registered before
-a runtime layer is made, the compiled step set up through `step_runner`, the decoder's
-`attention` and the cache's spare positions."""
+"""`aiayn.runtime` computes a model without changing it: step runners on the model's own
+parameters, the same `state_dict`, outputs equal to the model's own up to rounding (int8: up to
+its quantization), no operator registered before a runtime layer is made, the compiled step's
+network with its decoder's `attention` and its cache's spare positions."""
 
 from __future__ import annotations
 
@@ -15,12 +15,19 @@ import torch
 
 from aiayn.formats import load_model
 from aiayn.inference import load
-from aiayn.model import MultiHeadAttention, scaled_dot_product_attention
+from aiayn.model import AttentionCache, MultiHeadAttention, scaled_dot_product_attention
 from aiayn.runtime import accelerate, operators
-from aiayn.runtime.compiled import compile_decoding, compiler_available, elementwise_attention, step_attention
+from aiayn.runtime.compiled import (
+    CompiledStep,
+    SpareCache,
+    compiler_available,
+    elementwise_attention,
+    step_attention,
+)
 from aiayn.runtime.cpu import cpu_info, parse_cpuinfo
 from aiayn.runtime.int8 import Int8Linear
 from aiayn.runtime.prepacked import PrepackedLinear, prepacking_available
+from aiayn.runtime.steps import EagerStep, Int8Step, PrepackedStep
 from decoding.helpers import tiny_transformer
 
 needs_prepacking = pytest.mark.skipif(not prepacking_available(), reason="needs PyTorch's oneDNN linear ops")
@@ -75,22 +82,54 @@ def targets() -> torch.Tensor:
 
 @needs_prepacking
 @pytest.mark.parametrize("quantize", [None, "int8"])
-def test_accelerate_keeps_the_state_dict_and_the_outputs(quantize):
+def test_runners_keep_the_state_dict_and_the_outputs(quantize):
     model = tiny_transformer(0, vocab_size=20, noise=0.0)  # unperturbed: int8's error stays small
     before = {name: tensor.clone() for name, tensor in model.state_dict().items()}
     with torch.no_grad():
         expected = model(sources(), targets())
-        accelerate(model, quantize=quantize)
+        runner = accelerate(model, quantize=quantize)
         layer = Int8Linear if quantize else PrepackedLinear
-        in_projections = [m.in_proj for m in model.modules() if isinstance(m, MultiHeadAttention)]
+        network = runner.network
+        in_projections = [m.in_proj for m in network.modules() if isinstance(m, MultiHeadAttention)]
         assert in_projections and all(type(p) is layer for p in in_projections)
-        assert type(model.output_projection) is layer
-        got = model(sources(), targets())  # makes every prepared weight part
+        assert type(network.output_projection) is layer
+        got = runner(sources(), targets())  # makes every prepared weight part
     after = model.state_dict()
     assert list(after) == list(before)  # no prepared weight is saved
     assert all(torch.equal(after[name], before[name]) for name in before)
+    shared = {p.data_ptr() for p in model.parameters()}
+    assert {p.data_ptr() for p in network.parameters()} == shared  # the model's weights, not copies
     tolerance = 0.03 * expected.abs().max().item() if quantize else 1e-4
     torch.testing.assert_close(got, expected, atol=tolerance, rtol=0)
+
+
+def module_shapes(model: torch.nn.Module) -> list[tuple[str, type, list[str]]]:
+    """Every module of `model`: its name, type and attribute names (what a runtime could write)."""
+    return [(name, type(module), sorted(vars(module))) for name, module in model.named_modules()]
+
+
+@needs_prepacking
+@pytest.mark.skipif(not compiler_available(), reason="torch.compile needs a C++ compiler")
+def test_no_runner_writes_onto_the_model():
+    """The eager, prepacked, int8 and compiled runners built on one model: every module of the
+    model keeps its type and its attributes (names and the attention it holds), and a runner
+    that computes with other layers holds none of the model's modules."""
+    model = tiny_transformer(0, vocab_size=20)
+    before = module_shapes(model)
+    attentions = [m.attention for m in model.modules() if isinstance(m, MultiHeadAttention)]
+    runners = [EagerStep(model), PrepackedStep(model), Int8Step(model), CompiledStep(model)]
+    assert module_shapes(model) == before
+    assert [m.attention for m in model.modules() if isinstance(m, MultiHeadAttention)] == attentions
+    assert runners[0].network is model
+    own = {id(m) for m in model.modules()}
+    for runner in runners[1:]:
+        assert not own & {id(m) for m in runner.network.modules()}, runner
+    assert type(model.new_cache().self_attention[0]) is AttentionCache
+
+
+def test_accelerate_refuses_what_it_does_not_do():
+    with pytest.raises(ValueError, match="quantize must be one of"):
+        accelerate(tiny_transformer(0), quantize="int4")
 
 
 @needs_prepacking
@@ -122,40 +161,50 @@ def test_heads_narrower_than_d_model_over_h_run_accelerated(quantize):
     model = tiny_transformer(0, vocab_size=20, noise=0.0, num_heads=3, head_dim=8)
     with torch.no_grad():
         expected, expected_steps = plain(sources(), targets()), stepped_logits(plain, sources(), targets())
-        accelerate(model, quantize=quantize)
-        assert model.decoder.layers[0].cross_attention.in_proj.weight.shape == (72, 32)
-        got, got_steps = model(sources(), targets()), stepped_logits(model, sources(), targets())
+        network = accelerate(model, quantize=quantize).network
+        assert network.decoder.layers[0].cross_attention.in_proj.linear.weight.shape == (72, 32)
+        got, got_steps = network(sources(), targets()), stepped_logits(network, sources(), targets())
     tolerance = 0.03 * expected.abs().max().item() if quantize else 1e-4
     torch.testing.assert_close(got, expected, atol=tolerance, rtol=0)
     torch.testing.assert_close(got_steps, expected_steps, atol=tolerance, rtol=0)
 
 
-def test_accelerate_refuses_what_it_does_not_do():
-    with pytest.raises(ValueError, match="quantize must be one of"):
-        accelerate(tiny_transformer(0), quantize="int4")
-
-
 @needs_prepacking
 def test_the_loader_accelerates_and_keeps_the_saved_names(model_dir):
     plain = load_model(model_dir, "cpu")
-    loaded = load(model_dir, "cpu").model
-    assert type(loaded.output_projection) is PrepackedLinear
-    assert list(loaded.state_dict()) == list(plain.state_dict())
+    loaded = load(model_dir, "cpu")
+    assert type(loaded.network.output_projection) is PrepackedLinear
+    assert type(loaded.model.output_projection) is torch.nn.Linear
+    assert list(loaded.model.state_dict()) == list(plain.state_dict())
 
 
 @needs_prepacking
 @pytest.mark.skipif(not compiler_available(), reason="torch.compile needs a C++ compiler")
-def test_compiling_fills_the_seams_and_replaces_no_method():
+def test_the_compiled_runner_has_its_own_attention_and_cache():
     """Set up only (the step compiles on its first call, which tests/decoding times)."""
-    model = accelerate(tiny_transformer(0), compile=False)
-    compile_decoding(model)
-    assert model.step_runner is not None and "decode_step" not in vars(model)
-    assert model.new_cache().self_attention[0].spare_positions == 1
-    decoder_layers = [m for m in model.decoder.modules() if isinstance(m, MultiHeadAttention)]
-    encoder_layers = [m for m in model.encoder.modules() if isinstance(m, MultiHeadAttention)]
+    runner = CompiledStep(tiny_transformer(0))
+    assert type(runner.new_cache().self_attention[0]) is SpareCache
+    network = runner.network
+    decoder_layers = [m for m in network.decoder.modules() if isinstance(m, MultiHeadAttention)]
+    encoder_layers = [m for m in network.encoder.modules() if isinstance(m, MultiHeadAttention)]
     assert decoder_layers and all(m.attention is step_attention for m in decoder_layers)
     assert encoder_layers and all(m.attention is scaled_dot_product_attention for m in encoder_layers)
-    assert tiny_transformer(0).new_cache().self_attention[0].spare_positions == 0
+
+
+@pytest.mark.parametrize(("layer_cache", "spare"), [(AttentionCache, 0), (SpareCache, 1)])
+def test_the_cache_keeps_its_spare_positions(layer_cache, spare):
+    """Whatever is appended, a buffer has `spare` positions beyond the filled ones; with none
+    spare (the model's own cache), a buffer may fill up exactly."""
+    cache = layer_cache()
+    key = torch.randn(2, 2, 1, 4)
+    filled_whole = False
+    for step in range(40):
+        keys, _ = cache.append(key, key)
+        capacity = cache.buffers[0][0].size(2)
+        assert keys.size(2) == step + 1 and capacity >= step + 1 + spare
+        filled_whole |= capacity == step + 1
+        assert cache.has_room(1) == (capacity >= step + 2 + spare)
+    assert filled_whole == (spare == 0)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -58,10 +58,11 @@ from aiayn.decoding.controls import (
 )
 from aiayn.decoding.finished import Finished
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.steps import StepRunner, as_runner
 
 
 def beam_search(
-    model: Transformer,
+    model: Transformer | StepRunner,
     src: Tensor,
     beam_size: int = 4,
     alpha: float = 0.6,
@@ -77,7 +78,8 @@ def beam_search(
     """Beam search over a batch of sentences (see the module docstring for the algorithm).
 
     Args:
-        model: the Transformer (put in eval mode for the call).
+        model: the Transformer (put in eval mode for the call), or a step runner computing it
+            (`aiayn.runtime.steps`; the `Ensemble` of `aiayn.inference` is one).
         src: (B, S) source ids, right-padded, each row ending with `<eos>`.
         beam_size: K, the open beams kept per sentence (paper: 4).
         alpha: length penalty exponent (paper: 0.6; 0 = raw log-probabilities).
@@ -98,24 +100,25 @@ def beam_search(
     """
     if not 1 <= nbest <= beam_size:
         raise ValueError(f"need 1 <= nbest <= beam_size, got nbest={nbest}, beam_size={beam_size}")
-    bos_id = model.config.bos_id if bos_id is None else bos_id
-    eos_id = model.config.eos_id if eos_id is None else eos_id
-    with eval_mode(model):
+    runner = as_runner(model)
+    bos_id = runner.config.bos_id if bos_id is None else bos_id
+    eos_id = runner.config.eos_id if eos_id is None else eos_id
+    with eval_mode(runner.network):
         if any_constraints(constraints):
             from aiayn.decoding.constrained_search import constrained_beam_search
 
             assert constraints is not None
             return constrained_beam_search(
-                model, src, constraints, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id,
+                runner, src, constraints, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id,
                 controls, prefixes,
             )
         return _beam_search(
-            model, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id, controls, prefixes
+            runner, src, beam_size, alpha, max_len_extra, nbest, max_steps, bos_id, eos_id, controls, prefixes
         )
 
 
 def _beam_search(
-    model: Transformer, src: Tensor, K: int, alpha: float, max_len_extra: int, N: int,
+    model: Transformer | StepRunner, src: Tensor, beam_size: int, alpha: float, max_len_extra: int, N: int,
     max_steps: int | None, bos_id: int, eos_id: int, controls: Controls,
     prefixes: Sequence[Sequence[int]] | None,
 ) -> list[list[Hypothesis]]:
@@ -126,7 +129,8 @@ def _beam_search(
     keys/values stay one per sentence, shared by the sentence's rows. Shapes: beam_scores
     (b, w) running log-prob sums, seqs (b, K, L) tokens so far, logits (b*w, V).
     """
-    config, device = model.config, src.device
+    runner = as_runner(model)
+    config, device = runner.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
     forbidden = never_generated(config.pad_id, bos_id, eos_id)
     limits = output_limits(
@@ -135,12 +139,12 @@ def _beam_search(
     prefix = prefix_tensor(prefixes, B, device)  # (B, P) or None
     L = int(limits.max())
     src_padding_mask = padding_mask_or_none(src, config.pad_id)  # (B, S), None without padding
-    memory = model.encode(src, src_padding_mask)  # (B, S, D), one per sentence for all its beams
-    cache = model.new_cache()
+    memory = runner.encode(src, src_padding_mask)  # (B, S, D), one per sentence for all its beams
+    cache = runner.new_cache()
 
     sentence = torch.arange(B, device=device)  # original index of each open sentence
     beam_scores = torch.zeros(B, 1, device=device)  # step 0: one row (the <bos> prefix) per sentence
-    seqs = torch.full((B, K, L), config.pad_id, dtype=torch.long, device=device)
+    seqs = torch.full((B, beam_size, L), config.pad_id, dtype=torch.long, device=device)
     finished = Finished(
         torch.full((B, N), float("-inf"), device=device),
         torch.full((B, N, L), config.pad_id, dtype=torch.long, device=device),
@@ -155,7 +159,7 @@ def _beam_search(
         b, width = beam_scores.size()
         # 1. s_k + log p(w | beam k): the log-softmax overwrites the logits (no second
         # (b*w, V) buffer; `logsumexp` and a subtraction measured slower, RESULTS.md).
-        logits = model.decode_step(last, memory, src_padding_mask, cache)  # (b*w, V)
+        logits = runner.step(last, memory, src_padding_mask, cache, width)  # (b*w, V)
         uses_history = controls.repetition_penalty != 1.0 or controls.no_repeat_ngram_size > 0
         history = seqs[:, :width, :t].reshape(b * width, t) if uses_history else None  # (b*w, t)
         wanted = prefix_step(prefix, t, width)  # (b*w,) forced tokens, or None
@@ -166,29 +170,30 @@ def _beam_search(
         # best that do not are among them. Taken in two stages, the same set: the 2K best of
         # each beam row (a row's order does not depend on its s_k, which is added to those alone),
         # then the 2K best of the sentence's w * 2K.
-        per_row = min(2 * K, V)
+        per_row = min(2 * beam_size, V)
         row_scores, row_tokens = logp.topk(per_row, dim=1)  # (b*w, per_row)
         row_scores += beam_scores.view(-1, 1)  # s_k + log p(w | beam k)
         cand = row_scores.view(b, width * per_row)
-        top_scores, pick = cand.topk(min(2 * K, width * per_row), dim=1)  # (b, 2K), best first
+        top_scores, pick = cand.topk(min(2 * beam_size, width * per_row), dim=1)  # (b, 2K), best first
         extended = pick // per_row  # the beam k each candidate extends
         tokens = row_tokens.view(b, width * per_row).gather(1, pick)
         top_index = extended * V + tokens  # extension (k, w) at k*V + w
-        if top_scores.size(1) < 2 * K:  # fewer extensions than 2K (tiny vocabulary): -inf fillers
-            filler = 2 * K - top_scores.size(1)
+        if top_scores.size(1) < 2 * beam_size:  # fewer extensions than 2K (tiny vocabulary): -inf fillers
+            filler = 2 * beam_size - top_scores.size(1)
             top_scores = F.pad(top_scores, (0, filler), value=float("-inf"))
             top_index = F.pad(top_index, (0, filler), value=0)
         is_eos = top_index % V == eos_id
 
         # 2. <eos> extensions among the K best finish (|Y| = t + 1).
-        eos_in_top = is_eos[:, :K]
+        eos_in_top = is_eos[:, :beam_size]
         if bool(eos_in_top.any()):
-            ended = seqs.gather(1, (top_index[:, :K] // V)[:, :, None].expand(-1, -1, L))  # (b, K, L)
+            ended = seqs.gather(1, (top_index[:, :beam_size] // V)[:, :, None].expand(-1, -1, L))  # (b, K, L)
             ended[:, :, t] = eos_id
-            finished.merge(torch.where(eos_in_top, top_scores[:, :K] / lp_now, float("-inf")), ended, t + 1)
+            ended_scores = torch.where(eos_in_top, top_scores[:, :beam_size] / lp_now, float("-inf"))
+            finished.merge(ended_scores, ended, t + 1)
 
         # 3. The K best other extensions are the new open beams.
-        beam_scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(K, dim=1)  # (b, K)
+        beam_scores, pick = top_scores.masked_fill(is_eos, float("-inf")).topk(beam_size, dim=1)  # (b, K)
         index = top_index.gather(1, pick)
         origin, token = index // V, index % V  # source beam and new token of each new beam
         seqs = seqs.gather(1, origin[:, :, None].expand(-1, -1, L))

@@ -45,6 +45,7 @@ from aiayn.decoding.constraints import Negative, Positive, SentenceConstraints
 from aiayn.decoding.controls import Controls, controlled_log_probs, prefix_step, prefix_tensor
 from aiayn.decoding.finished import Finished
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.steps import StepRunner, as_runner
 
 
 def allocation_order(scores: Tensor, count: Tensor, total: Tensor) -> Tensor:
@@ -62,17 +63,18 @@ def allocation_order(scores: Tensor, count: Tensor, total: Tensor) -> Tensor:
 
 
 def constrained_beam_search(
-    model: Transformer, src: Tensor, constraints: Sequence[SentenceConstraints], K: int, alpha: float,
-    max_len_extra: int, N: int, max_steps: int | None, bos_id: int, eos_id: int, controls: Controls,
-    prefixes: Sequence[Sequence[int]] | None,
+    model: Transformer | StepRunner, src: Tensor, constraints: Sequence[SentenceConstraints], beam_size: int,
+    alpha: float, max_len_extra: int, N: int, max_steps: int | None, bos_id: int, eos_id: int,
+    controls: Controls, prefixes: Sequence[Sequence[int]] | None,
 ) -> list[list[Hypothesis]]:
     """`beam_search` for B sentences in (B, S) `src` with one `SentenceConstraints` each (the
-    model already in eval mode; see the module docstring).
+    runner's network already in eval mode; see the module docstring).
 
     State of the (b, w) open beams: beam_scores (b, w), seqs (b, K, L), progress / met
     (b, w, C) per positive phrase, count (b, w) constraint tokens met.
     """
-    config, device = model.config, src.device
+    runner = as_runner(model)
+    config, device = runner.config, src.device
     B, V = src.size(0), config.tgt_vocab_size
     if len(constraints) != B:
         raise ValueError(f"{len(constraints)} constraint sets for {B} sentences")
@@ -88,14 +90,14 @@ def constrained_beam_search(
     L = int(limits.max())
     C = positive.phrases.size(1)
     src_padding_mask = padding_mask_or_none(src, config.pad_id)
-    memory = model.encode(src, src_padding_mask)  # (B, S, D)
-    cache = model.new_cache()
+    memory = runner.encode(src, src_padding_mask)  # (B, S, D)
+    cache = runner.new_cache()
 
     sentence = torch.arange(B, device=device)
     beam_scores = torch.zeros(B, 1, device=device)
     progress = torch.zeros(B, 1, C, dtype=torch.long, device=device)
     met = torch.zeros(B, 1, C, dtype=torch.bool, device=device)
-    seqs = torch.full((B, K, L), config.pad_id, dtype=torch.long, device=device)
+    seqs = torch.full((B, beam_size, L), config.pad_id, dtype=torch.long, device=device)
 
     def holder() -> Finished:
         return Finished(
@@ -113,7 +115,7 @@ def constrained_beam_search(
 
     for t in range(L):
         b, width = beam_scores.size()
-        logits = model.decode_step(last, memory, src_padding_mask, cache)  # (b*w, V)
+        logits = runner.step(last, memory, src_padding_mask, cache, width)  # (b*w, V)
         needs_history = uses_history or negative is not None
         history = seqs[:, :width, :t].reshape(b * width, t) if needs_history else None  # (b*w, t)
         wanted = prefix_step(prefix, t, width)
@@ -123,7 +125,7 @@ def constrained_beam_search(
         lp_now = lp_by_length[t + 1]
 
         # Candidates: the 2K best tokens of each beam, and each unmet phrase's next token.
-        per_row = min(2 * K, V)
+        per_row = min(2 * beam_size, V)
         top_logp, top_tokens = logp.topk(per_row, dim=1)  # (b*w, per_row)
         extra = positive.wanted(progress, met).view(b * width, C)  # (b*w, C), -1: none
         extra_logp = logp.gather(1, extra.clamp(min=0))
@@ -145,20 +147,20 @@ def constrained_beam_search(
         ordered_scores = flat_scores.gather(1, order)
 
         # 2. <eos> extensions among the first K taken finish (|Y| = t + 1).
-        first = order[:, :K]
-        eos_in_top = ordered_eos[:, :K] & (ordered_scores[:, :K] > float("-inf"))
+        first = order[:, :beam_size]
+        eos_in_top = ordered_eos[:, :beam_size] & (ordered_scores[:, :beam_size] > float("-inf"))
         if bool(eos_in_top.any()):
             ended = seqs.gather(1, (first // M)[:, :, None].expand(-1, -1, L))
             ended[:, :, t] = eos_id
-            ended_scores = torch.where(eos_in_top, ordered_scores[:, :K] / lp_now, float("-inf"))
+            ended_scores = torch.where(eos_in_top, ordered_scores[:, :beam_size] / lp_now, float("-inf"))
             finished.merge(ended_scores, ended, t + 1)
 
         # 3. The first K taken that do not end in <eos> are the new beams.
         W = order.size(1)
         rank = torch.arange(W, device=device).expand(b, -1).masked_fill(ordered_eos, W)
-        pick = rank.topk(min(K, W), dim=1, largest=False).values
-        if W < K:  # fewer candidates than beams (tiny vocabulary): -inf fillers
-            pick = torch.nn.functional.pad(pick, (0, K - W), value=W)
+        pick = rank.topk(min(beam_size, W), dim=1, largest=False).values
+        if beam_size > W:  # fewer candidates than beams (tiny vocabulary): -inf fillers
+            pick = torch.nn.functional.pad(pick, (0, beam_size - W), value=W)
         chosen = order.gather(1, pick.clamp(max=W - 1))  # (b, K) flat candidate index
         beam_scores = flat_scores.gather(1, chosen).masked_fill(pick >= W, float("-inf"))
         origin = chosen // M

@@ -29,6 +29,7 @@ from aiayn.decoding.controls import (
     prefix_tensor,
 )
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.steps import StepRunner, as_runner
 
 
 class GreedyOutput(NamedTuple):
@@ -39,7 +40,7 @@ class GreedyOutput(NamedTuple):
 
 
 def greedy_search(
-    model: Transformer,
+    model: Transformer | StepRunner,
     src: Tensor,
     max_len_extra: int = 50,
     max_steps: int | None = None,
@@ -51,7 +52,8 @@ def greedy_search(
     """Decode a batch of sentences, taking the arg-max token at every step.
 
     Args:
-        model: the Transformer (put in eval mode for the call).
+        model: the Transformer (put in eval mode for the call), or a step runner computing it
+            (`aiayn.runtime.steps`; the `Ensemble` of `aiayn.inference` is one).
         src: (B, S) source ids, right-padded, each row ending with `<eos>`.
         max_len_extra: each row generates at most (its source length + max_len_extra)
             tokens including `<eos>`, capped by the model's `max_len`.
@@ -65,8 +67,9 @@ def greedy_search(
         `GreedyOutput`: B token lists (without `<eos>`) and B summed log-probabilities of
         the generated tokens (`<eos>` included).
     """
-    with eval_mode(model):
-        config = model.config
+    runner = as_runner(model)
+    with eval_mode(runner.network):
+        config = runner.config
         bos_id = config.bos_id if bos_id is None else bos_id
         eos_id = config.eos_id if eos_id is None else eos_id
         forbidden = never_generated(config.pad_id, bos_id, eos_id)
@@ -78,8 +81,8 @@ def greedy_search(
         prefix = prefix_tensor(prefixes, batch, src.device)  # (B, P) or None
         generator = controls.generator(src.device) if controls.sample else None
         uses_history = controls.repetition_penalty != 1.0 or controls.no_repeat_ngram_size > 0
-        memory = model.encode(src, src_padding_mask)  # (B, S, D)
-        cache = model.new_cache()
+        memory = runner.encode(src, src_padding_mask)  # (B, S, D)
+        cache = runner.new_cache()
 
         steps = int(limits.max())
         out = torch.full((batch, steps + 1), config.pad_id, dtype=torch.long, device=src.device)
@@ -90,7 +93,7 @@ def greedy_search(
         row = torch.arange(batch, device=src.device)  # (b,)
         last = out[:, :1]  # (b, 1): the last token of each open row; the cache holds the rest
         for t in range(steps):
-            logits = model.decode_step(last, memory, src_padding_mask, cache)  # (b, V)
+            logits = runner.step(last, memory, src_padding_mask, cache)  # (b, V)
             history = out[row, 1 : t + 1] if uses_history else None  # (b, t) the tokens so far
             wanted = prefix_step(prefix, t, 1)  # (b,) forced tokens, or None
             logp = controlled_log_probs(logits, forbidden, controls, history, wanted)  # (b, V)

@@ -21,6 +21,7 @@ from aiayn.core.decoding_choices import TEMPERATURE, TOP_K, TOP_P
 from aiayn.core.errors import DataError
 from aiayn.model.decoder_only import DecoderOnlyLM
 from aiayn.model.kv_cache import DecoderCache
+from aiayn.runtime.steps import StepRunner, as_runner
 
 log = logging.getLogger(__name__)
 
@@ -72,7 +73,7 @@ class Sampling:
 
 
 def sample_stream(
-    model: DecoderOnlyLM,
+    model: DecoderOnlyLM | StepRunner,
     prompt_ids: Sequence[int],
     max_new_tokens: int,
     sampling: Sampling,
@@ -82,7 +83,8 @@ def sample_stream(
     """Yield newly generated token ids one at a time, within the model's positions.
 
     Args:
-        model: a `DecoderOnlyLM` (put in eval mode while generating).
+        model: a `DecoderOnlyLM` (put in eval mode while generating), or a step runner of one
+            (`aiayn.runtime.steps`), whose network generates.
         prompt_ids: the context; an empty prompt starts from `<bos>` (`model.config.bos_id`).
             A prompt longer than the model's `max_len` keeps its last `max_len` tokens (with a
             warning); an id outside the vocabulary is a `DataError`.
@@ -95,6 +97,7 @@ def sample_stream(
     Generation also ends when the context fills the model's positions (`max_len`); going on
     beyond them is `aiayn.inference`'s generators' job.
     """
+    model = as_runner(model).network
     max_len = model.config.max_len
     prompt = [int(i) for i in prompt_ids] or [model.config.bos_id]
     vocab_size = model.config.tgt_vocab_size

@@ -146,7 +146,7 @@ def _add_attention(
         if sources[i].strip() and len(source_ids[i]) <= limit and len(target_ids[i]) <= limit
     ]
     maps = cross_attention(
-        translator.model, [source_ids[i] for i in whole], [target_ids[i] for i in whole], translator.device
+        translator.network, [source_ids[i] for i in whole], [target_ids[i] for i in whole], translator.device
     )
     for i, cross in zip(whole, maps, strict=True):
         sentences[i].cross = cross

@@ -1,6 +1,6 @@
-"""Inference: one interface to translate and to generate, whichever runtime decodes.
+"""Inference: one interface to translate and to generate, whichever backend decodes.
 
-interface (`Translator`, `Generator`, `Translation`) -> base (what every runtime shares) ->
+interface (`Translator`, `Generator`, `Translation`) -> base (what every backend shares) ->
 torch_translator / torch_generator (aiayn's own decoders, `aiayn.decoding`; ensemble: several
 translation models decoded as one) and ctranslate2 (a CTranslate2 export) -> loader (`load(DIR)`,
 also `aiayn.load`; `load([A, B])`: an ensemble).

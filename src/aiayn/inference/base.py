@@ -1,10 +1,11 @@
-"""What the PyTorch and the CTranslate2 runtimes share, written once.
+"""What the PyTorch and the CTranslate2 backends share, written once.
 
 `TranslatorBase` checks the arguments, tokenizes (truncating a line longer than the model's
-max_len, or raising), leaves empty lines out of decoding, and detokenizes; a runtime only
+max_len, or raising), leaves empty lines out of decoding, and detokenizes; a backend only
 searches (`_search`) and scores (`_score_ids`) token ids. `GeneratorBase` checks the sampling
-arguments and runs the sliding context of a language model; a runtime only samples one round
-within the model's positions (`_round`).
+arguments and runs the sliding context of a language model; a backend only samples one round
+within the model's positions (`_round`). `TorchBackend` is what the PyTorch translators and
+generators hold: the model and the step runner that computes it (`aiayn.runtime.steps`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -30,6 +32,7 @@ from aiayn.decoding.sampling import Sampling
 from aiayn.inference.constraint_input import text_constraints
 from aiayn.inference.interface import DEFAULT_BATCH_TOKENS, LONG_LINE_ACTIONS, Translation
 from aiayn.model.config import ModelConfig
+from aiayn.runtime.steps import StepRunner, as_runner
 
 log = logging.getLogger("aiayn.inference")
 
@@ -48,18 +51,28 @@ def check_tokenizers(tokenizers: TokenizerPair, config: ModelConfig) -> None:
         )
 
 
-class TorchRuntime:
-    """`device` and `parameters` of a runtime that decodes with a PyTorch `model`."""
+class TorchBackend:
+    """`device` and `parameters` of a backend that decodes with a PyTorch `model`, which its
+    `runner` computes (`aiayn.runtime.steps`: the model's own modules, or a runtime's)."""
 
     model: nn.Module
+    runner: StepRunner
 
     def _hold(
-        self, model: nn.Module, kind: type[nn.Module] | tuple[type[nn.Module], ...], needed: str
+        self, model: nn.Module | StepRunner, kind: type[nn.Module] | tuple[type[nn.Module], ...], needed: str
     ) -> None:
-        """Keep `model`, or raise `CheckpointError` (`needed`) unless it is a `kind` (or one of them)."""
-        if not isinstance(model, kind):
-            raise CheckpointError(f"{needed}, got a {type(model).__name__}")
-        self.model = model
+        """Keep `model` (or a runner's model, and the runner), or raise `CheckpointError`
+        (`needed`) unless the model is a `kind` (or one of them)."""
+        runner = as_runner(model)
+        if not isinstance(runner.model, kind):
+            raise CheckpointError(f"{needed}, got a {type(runner.model).__name__}")
+        self.model, self.runner = runner.model, runner
+
+    @property
+    def network(self) -> nn.Module:
+        """The module the runner computes with (the model, or the runtime's copy of it):
+        teacher-forced passes (scores, attention) run it, as the searches do."""
+        return self.runner.network
 
     @property
     def device(self) -> torch.device:
@@ -70,8 +83,22 @@ class TorchRuntime:
         return sum(p.numel() for p in self.model.parameters())
 
 
+def __getattr__(name: str) -> Any:
+    """`TorchRuntime`, the earlier name of `TorchBackend` ("runtime" now names `aiayn.runtime`
+    alone), kept for one release with a `DeprecationWarning`."""
+    if name == "TorchRuntime":
+        warnings.warn(
+            "aiayn.inference.base.TorchRuntime is deprecated and will be removed in the next release: "
+            "use aiayn.inference.base.TorchBackend",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return TorchBackend
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 class TranslatorBase:
-    """The `aiayn.inference.Translator` interface around a runtime's `_search` and `_score_ids`.
+    """The `aiayn.inference.Translator` interface around a backend's `_search` and `_score_ids`.
 
     Args:
         config: the model's settings (max_len, special ids).
@@ -88,7 +115,7 @@ class TranslatorBase:
         self.tokenizers = tokenizers
         self.directory = directory
 
-    # ---------------------------------------------------------------- what a runtime does
+    # ---------------------------------------------------------------- what a backend does
     def _search(
         self, sources: list[list[int]], beam: int, alpha: float, max_len_extra: int, nbest: int,
         batch_tokens: int, exact_scores: bool, controls: Controls = NO_CONTROLS,
@@ -103,7 +130,7 @@ class TranslatorBase:
         raise NotImplementedError
 
     def _check_constraints(self, include: bool, exclude: bool, beam: int, controls: Controls) -> None:
-        """`ConfigError` (one line) for constraints this runtime or these settings cannot honour."""
+        """`ConfigError` (one line) for constraints this backend or these settings cannot honour."""
         raise ConfigError(f"lexical constraints are not available with a {type(self).__name__}")
 
     def _token_log_probs(
@@ -115,7 +142,7 @@ class TranslatorBase:
 
     def _cross_attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[np.ndarray]:
         """(L, H, T, S) encoder-decoder attention of each pair (see `torch_translator.cross_attention`),
-        or `ConfigError` from a runtime that does not give it."""
+        or `ConfigError` from a backend that does not give it."""
         raise ConfigError(f"alignments are not available with a {type(self).__name__}")
 
     def _score_ids(
@@ -288,7 +315,7 @@ class TranslatorBase:
         return results
 
     def check_alignments(self) -> None:
-        """Raise `ConfigError` (one line) when this runtime cannot give alignments."""
+        """Raise `ConfigError` (one line) when this backend cannot give alignments."""
 
     def _add_details(
         self, results: list[list[Translation]], sources: dict[int, list[int]], batch_tokens: int,
@@ -369,7 +396,7 @@ def stream_text(tokenizer: Tokenizer, ids: Iterable[int]) -> Iterator[str]:
 
 
 class GeneratorBase:
-    """The `aiayn.inference.Generator` interface around a runtime's `_round`.
+    """The `aiayn.inference.Generator` interface around a backend's `_round`.
 
     A model only knows positions up to the block size it was trained on; when the context
     fills those, generation goes on from the last `context // 2` tokens: they are fed again

@@ -3,11 +3,11 @@
     translator = aiayn.load(["runs/de_en_seed1", "runs/de_en_seed2"])
     translator.translate(["Ein Hund läuft."])
 
-An `Ensemble` is a model as the searches (`aiayn.decoding`) and `TorchTranslator` see one: it
-encodes, keeps a decoding cache and gives each step's next-token scores. Each model keeps its
-own encoder output and its own cache; a step runs every model's own `decode_step` (compiled
-when the model was loaded with `compile`, int8 when quantized) and combines their next-token
-distributions as the log of the mean probability, as fairseq does:
+An `Ensemble` is a step runner (`aiayn.runtime.steps`) as the searches (`aiayn.decoding`) and
+`TorchTranslator` take one: it encodes, keeps a decoding cache and gives each step's next-token
+scores. Each model keeps its own encoder output and its own cache; a step runs every model's
+own runner (compiled when the model was loaded with `compile`, int8 when quantized) and combines
+their next-token distributions as the log of the mean probability, as fairseq does:
 
     log p(y | x, y_<t) = logsumexp_i(log p_i(y | x, y_<t)) - log n
 
@@ -46,6 +46,7 @@ from aiayn.core.errors import CheckpointError
 from aiayn.data.tokenizer import Tokenizer, TokenizerPair
 from aiayn.model.config import ModelConfig
 from aiayn.model.transformer import AttentionMaps, Transformer
+from aiayn.runtime.steps import StepRunner, as_runner
 
 
 class EnsembleMemory(tuple):
@@ -91,21 +92,25 @@ class Ensemble(nn.Module):
     """Translation models decoded as one (see the module docstring).
 
     Args:
-        models: the `Transformer`s (checked to share vocabularies and special ids by
-            `check_members` when loaded; here only their output sizes and special ids).
+        models: the `Transformer`s, or a step runner of each (`aiayn.runtime.steps`; a model
+            alone runs eagerly), checked to share vocabularies and special ids by
+            `check_members` when loaded; here only their output sizes and special ids.
         directories: the model directory of each, if any.
 
     Attributes:
         config: the first model's config with the smallest `max_len` of all (the searches use
             its special ids, `tgt_vocab_size` and `max_len`).
+        runners: each model's step runner.
     """
 
     def __init__(
-        self, models: Sequence[Transformer], directories: Sequence[Path | None] | None = None
+        self, models: Sequence[Transformer | StepRunner], directories: Sequence[Path | None] | None = None
     ) -> None:
         super().__init__()
         if not models:
             raise CheckpointError("an ensemble needs at least one model")
+        runners = [as_runner(model) for model in models]
+        models = [runner.model for runner in runners]
         first = models[0].config
         for model in models[1:]:
             config = model.config
@@ -114,6 +119,7 @@ class Ensemble(nn.Module):
                     "the models of an ensemble must share the target vocabulary and special ids"
                 )
         self.models = nn.ModuleList(models)
+        self.runners = runners
         # A new module starts in training mode, and `eval_mode` gives the ensemble back in the mode
         # it found it in, which `train()` would pass on to every model (dropout on after a search):
         # the ensemble takes its models' mode instead (eval, as `aiayn.load` gives them).
@@ -124,26 +130,49 @@ class Ensemble(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """(B, S) source ids, (B, T) shifted-right target ids -> (B, T, V) float32 log-probabilities
         of the ensemble (teacher-forced: what `score` and per-token scores read)."""
-        return mean_probability([F.log_softmax(model(src, tgt_in).float(), dim=-1) for model in self.models])
+        return mean_probability([F.log_softmax(run(src, tgt_in).float(), dim=-1) for run in self.runners])
+
+    # ------------------------------------------------------------------ as a step runner
+    @property
+    def model(self) -> Ensemble:
+        """The ensemble itself: the model its runner interface computes."""
+        return self
+
+    @property
+    def network(self) -> Ensemble:
+        """The ensemble itself (eval mode reaches every model)."""
+        return self
+
+    def train(self, mode: bool = True) -> Ensemble:
+        """Set the models' mode and their runners' networks' (eval mode for a search)."""
+        super().train(mode)
+        for runner in getattr(self, "runners", ()):
+            if runner.network is not runner.model:
+                runner.network.train(mode)
+        return self
 
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> EnsembleMemory:
         """(B, S) source ids -> one (B, S, D_i) encoder output per model."""
-        return EnsembleMemory(model.encode(src, src_padding_mask) for model in self.models)
+        return EnsembleMemory(runner.encode(src, src_padding_mask) for runner in self.runners)
 
     def new_cache(self) -> EnsembleCache:
-        """An empty decoding cache of each model (each with its own spare positions)."""
-        return EnsembleCache(model.new_cache() for model in self.models)
+        """An empty decoding cache of each model (each its runner's)."""
+        return EnsembleCache(runner.new_cache() for runner in self.runners)
 
-    def decode_step(
-        self, last: Tensor, memory: EnsembleMemory, src_padding_mask: Tensor | None, cache: EnsembleCache
+    def step(
+        self, last: Tensor, memory: EnsembleMemory, src_padding_mask: Tensor | None, cache: EnsembleCache,
+        groups: int = 1,
     ) -> Tensor:
-        """One step of every model (its own `decode_step`, on its own memory and cache):
-        last (B, 1), memory one (B or b, S, D_i) per model, src_padding_mask (B, S) or None ->
-        (B, V) float32 log-probabilities of the ensemble (the searches take them as logits)."""
+        """One step of every model (its own runner's, on its own memory and cache):
+        last (B, 1), memory one (B or b, S, D_i) per model (b when `groups` consecutive rows
+        share a memory row), src_padding_mask (B or b, S) or None -> (B, V) float32
+        log-probabilities of the ensemble (the searches take them as logits)."""
         return mean_probability([
-            F.log_softmax(model.decode_step(last, own_memory, src_padding_mask, own_cache), dim=-1)
-            for model, own_memory, own_cache in zip(self.models, memory, cache, strict=True)
+            F.log_softmax(runner.step(last, own_memory, src_padding_mask, own_cache, groups), dim=-1)
+            for runner, own_memory, own_cache in zip(self.runners, memory, cache, strict=True)
         ])
+
+    decode_step = step  # the earlier name, kept for callers of the previous release
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> AttentionMaps:
@@ -151,8 +180,8 @@ class Ensemble(nn.Module):
         (B, H, S, S), decoder (B, H, T, T), cross (B, H, T, S) per layer) when all have the same
         layers and heads, else the first model's."""
         if not self.same_attention_shapes:
-            return self.models[0].attention_maps(src, tgt_in)
-        each = [model.attention_maps(src, tgt_in) for model in self.models]
+            return self.runners[0].network.attention_maps(src, tgt_in)
+        each = [runner.network.attention_maps(src, tgt_in) for runner in self.runners]
 
         def mean(kind: str) -> list[Tensor]:
             layers = zip(*(getattr(maps, kind) for maps in each), strict=True)

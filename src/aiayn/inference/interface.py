@@ -1,4 +1,4 @@
-"""What every translator and every generator offers, whichever runtime decodes.
+"""What every translator and every generator offers, whichever backend decodes.
 
 `Translator` (an encoder-decoder model: source sentences in, target sentences out) and
 `Generator` (a decoder-only language model: a prompt in, its continuation out) are Protocols;
@@ -48,11 +48,11 @@ class Translator(Protocol):
     """A translation model and its tokenizers, ready to translate text.
 
     Attributes:
-        engine: the runtime, as `aiayn serve` reports it ('aiayn' or 'ctranslate2').
+        engine: the backend, as `aiayn serve` reports it ('aiayn' or 'ctranslate2').
         config: the model's `ModelConfig` (max_len, sizes, special-token ids).
         tokenizers: the source and target tokenizers.
         device: where it decodes; `str(device)` is what `aiayn evaluate` and serve report.
-        parameters: the number of model parameters (None when the runtime does not say).
+        parameters: the number of model parameters (None when the backend does not say).
         directory: the model directory it was loaded from (None when built in memory).
     """
 
@@ -106,7 +106,7 @@ class Translator(Protocol):
         blank text (empty or whitespace only) is not decoded: it gives `[Translation('', s, [])]`, s
         the score of its empty output with `<eos>`, `score([text], [""])` (the same rule everywhere).
         `token_scores` / `alignments`: fill those fields (one teacher-forced pass more each; a
-        runtime without the attention raises `ConfigError`). Other arguments as `translate`."""
+        backend without the attention raises `ConfigError`). Other arguments as `translate`."""
         ...
 
     def score(
@@ -116,7 +116,7 @@ class Translator(Protocol):
         ...
 
     def check_alignments(self) -> None:
-        """Raise `ConfigError` (one line) when this runtime cannot give word alignments."""
+        """Raise `ConfigError` (one line) when this backend cannot give word alignments."""
         ...
 
     def count_tokens(self, texts: Sequence[str]) -> list[int]:

@@ -149,8 +149,8 @@ def _load_ensemble(
     for pair, record in zip(tokenizers, records, strict=True):  # the shared ids fit every model
         check_tokenizers(pair, record.config)
     device = _resolved(device, compile)
-    models = [accelerate(load_model_of(r, device), quantize, compile) for r in records]
-    return TorchTranslator(Ensemble(models, directories), tokenizers[0], directories[0])  # type: ignore[arg-type]
+    runners = [accelerate(load_model_of(r, device), quantize, compile) for r in records]
+    return TorchTranslator(Ensemble(runners, directories), tokenizers[0], directories[0])  # type: ignore[arg-type]
 
 
 def _resolved(device: str | torch.device | None, compile: bool) -> str | torch.device:
@@ -169,19 +169,19 @@ def _load_torch(
     record: ModelDirectory, device: str | torch.device | None, quantize: str | None = None,
     compile: bool = False,
 ) -> Translator | Generator:
-    """Three one-way steps after the one reading: build and load the model, accelerate it,
-    read its tokenizers."""
+    """Three one-way steps after the one reading: build and load the model, choose its step
+    runner, read its tokenizers."""
     from aiayn.formats import load_model_of, load_tokenizers
 
     device = _resolved(device, compile)
     model = load_model_of(record, device)
-    # A loaded model is not trained further: its weights can be prepacked, or quantized.
-    model = accelerate(model, quantize, compile)
+    # A loaded model is not trained further: its runner may prepack, quantize or compile.
+    runner = accelerate(model, quantize, compile)
     tokenizers = load_tokenizers(record.path, record.config, record.model_type, check_fits=False)
     if record.model_type == "transformer":
         from aiayn.inference.torch_translator import TorchTranslator
 
-        return TorchTranslator(model, tokenizers, record.path)  # type: ignore[arg-type]
+        return TorchTranslator(runner, tokenizers, record.path)  # type: ignore[arg-type]
     from aiayn.inference.torch_generator import TorchGenerator
 
-    return TorchGenerator(model, tokenizers.target, record.path)  # type: ignore[arg-type]
+    return TorchGenerator(runner, tokenizers.target, record.path)  # type: ignore[arg-type]

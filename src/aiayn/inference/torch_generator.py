@@ -16,25 +16,28 @@ from pathlib import Path
 
 from aiayn.data.tokenizer import Tokenizer
 from aiayn.decoding.sampling import Sampling, sample_stream
-from aiayn.inference.base import GeneratorBase, TorchRuntime
+from aiayn.inference.base import GeneratorBase, TorchBackend
 from aiayn.model.decoder_only import DecoderOnlyLM
+from aiayn.runtime.steps import StepRunner
 
 
-class TorchGenerator(TorchRuntime, GeneratorBase):
+class TorchGenerator(TorchBackend, GeneratorBase):
     """A `DecoderOnlyLM` and its tokenizer, ready to continue text (`aiayn.inference.Generator`).
 
     Args:
         model: a trained `DecoderOnlyLM` (put in eval mode while generating, then returned
-            to its previous mode).
+            to its previous mode), or the step runner that computes one (`aiayn.runtime.steps`).
         tokenizer: the tokenizer it was trained with.
         directory: the model directory it came from, if any.
     """
 
-    def __init__(self, model: DecoderOnlyLM, tokenizer: Tokenizer, directory: Path | None = None) -> None:
+    def __init__(
+        self, model: DecoderOnlyLM | StepRunner, tokenizer: Tokenizer, directory: Path | None = None
+    ) -> None:
         self._hold(model, DecoderOnlyLM, "generation needs a decoder-only language model")
         super().__init__(model.config, tokenizer, directory)
 
     def _round(
         self, prompt_ids: list[int], count: int, sampling: Sampling, seed: int, stop_ids: set[int]
     ) -> Iterator[int]:
-        return sample_stream(self.model, prompt_ids, count, sampling, seed, stop_ids)
+        return sample_stream(self.runner, prompt_ids, count, sampling, seed, stop_ids)

@@ -30,9 +30,10 @@ from aiayn.decoding.common import Hypothesis
 from aiayn.decoding.constraints import SentenceConstraints
 from aiayn.decoding.controls import NO_CONTROLS, Controls
 from aiayn.decoding.greedy import greedy_search
-from aiayn.inference.base import TorchRuntime, TranslatorBase
+from aiayn.inference.base import TorchBackend, TranslatorBase
 from aiayn.inference.ensemble import Ensemble
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.steps import StepRunner
 
 
 def length_batches(lengths: Sequence[int], batch_tokens: int) -> list[list[int]]:
@@ -57,20 +58,23 @@ def pad_batch(rows: Sequence[Sequence[int]], pad_id: int, device: torch.device) 
     return out.to(device)
 
 
-class TorchTranslator(TorchRuntime, TranslatorBase):
+class TorchTranslator(TorchBackend, TranslatorBase):
     """A Transformer and its tokenizers, ready to translate text (`aiayn.inference.Translator`).
 
     Args:
         model: a trained `Transformer` (its device is used; it is put in eval mode while
             decoding and returned to its previous mode after, so this works mid-training), or
-            an `Ensemble` of them (`aiayn.inference.ensemble`), decoded as one model.
+            an `Ensemble` of them (`aiayn.inference.ensemble`), decoded as one model, or the
+            step runner that computes one (`aiayn.runtime.steps`, as `aiayn.load` gives it):
+            searches, scores and attention then run through it.
         tokenizers: the `TokenizerPair` the model was trained with; its special ids must be
             the model config's.
         directory: the model directory it came from, if any.
     """
 
     def __init__(
-        self, model: Transformer | Ensemble, tokenizers: TokenizerPair, directory: Path | None = None
+        self, model: Transformer | Ensemble | StepRunner, tokenizers: TokenizerPair,
+        directory: Path | None = None,
     ) -> None:
         self._hold(model, (Transformer, Ensemble), "translation needs an encoder-decoder Transformer")
         super().__init__(model.config, tokenizers, directory)
@@ -88,14 +92,14 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
             chosen = None if prefixes is None else [prefixes[j] for j in batch]
             kept = None if constraints is None else [constraints[j] for j in batch]
             if kept is not None and beam == 1:  # excluded phrases only: greedy = beam 1, alpha 0
-                nbests = beam_search(self.model, src, 1, 0.0, max_len_extra, 1, controls=controls,
+                nbests = beam_search(self.runner, src, 1, 0.0, max_len_extra, 1, controls=controls,
                                      prefixes=chosen, constraints=kept)
             elif beam == 1 or controls.sample:  # greedy: the length penalty does not change an arg-max path
-                greedy = greedy_search(self.model, src, max_len_extra, controls=controls, prefixes=chosen)
+                greedy = greedy_search(self.runner, src, max_len_extra, controls=controls, prefixes=chosen)
                 nbests = [[Hypothesis(t, s)] for t, s in zip(greedy.tokens, greedy.scores, strict=True)]
             else:
                 nbests = beam_search(
-                    self.model, src, beam, alpha, max_len_extra, nbest, controls=controls, prefixes=chosen,
+                    self.runner, src, beam, alpha, max_len_extra, nbest, controls=controls, prefixes=chosen,
                     constraints=kept,
                 )
             for j, hyps in zip(batch, nbests, strict=True):
@@ -122,20 +126,20 @@ class TorchTranslator(TorchRuntime, TranslatorBase):
         labels = [[*ids, eos_id][:limit] for ids in targets]
         lengths = [max(len(s), len(t)) for s, t in zip(src_ids, labels, strict=True)]
         scores: list[list[float]] = [[] for _ in sources]
-        with eval_mode(self.model):
+        with eval_mode(self.network):
             for batch in length_batches(lengths, batch_tokens):
                 src = pad_batch([src_ids[i] for i in batch], pad_id, self.device)  # (B, S)
                 fed = [[bos_id, *targets[i]][:limit] for i in batch]
                 tgt_in = pad_batch(fed, pad_id, self.device)  # (B, T)
                 gold = pad_batch([labels[i] for i in batch], pad_id, self.device)  # (B, T)
-                logp = F.log_softmax(self.model(src, tgt_in).float(), dim=-1)  # (B, T, V)
+                logp = F.log_softmax(self.network(src, tgt_in).float(), dim=-1)  # (B, T, V)
                 token_logp = logp.gather(2, gold[:, :, None]).squeeze(2)  # (B, T)
                 for i, row in zip(batch, token_logp.tolist(), strict=True):
                     scores[i] = row[: len(labels[i])]
         return scores
 
     def _cross_attention(self, sources: list[list[int]], targets: list[list[int]]) -> list[np.ndarray]:
-        return cross_attention(self.model, sources, targets, self.device)
+        return cross_attention(self.network, sources, targets, self.device)
 
 
 def cross_attention(

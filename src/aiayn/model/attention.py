@@ -7,7 +7,9 @@ return the attention probabilities, and a fast one through
 `torch.nn.functional.scaled_dot_product_attention` (fused kernels) used when the
 probabilities are not needed. Masks follow the convention of `aiayn.model.masks` (True = may
 attend). `AttentionFunction` is the signature of this function, which multi-head attention
-holds as its `attention` (a runtime may give it another implementation of the same formula).
+holds as its `attention`: the engine may give it another implementation of the same formula
+(the runtime's compiled step, `aiayn.runtime.compiled`; bf16 training on CPU,
+`aiayn.training.precision.float32_attention`).
 
 Against the reference: the fast path computes Eq. 1 inside PyTorch's fused kernel without
 materialising the (T, S) probabilities; it is the formula of `aiayn.paper.attention`, its
@@ -19,7 +21,6 @@ paths here under arbitrary masks:
 
 from __future__ import annotations
 
-import contextlib
 import math
 from collections.abc import Callable
 
@@ -57,22 +58,13 @@ def scaled_dot_product_attention(
         (output (B, H, T, d_v), probabilities (B, H, T, S) or None).
     """
     if not need_weights:
-        dtype = query.dtype
-        on_cpu_bf16 = query.device.type == "cpu" and (
-            dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")
+        output = F.scaled_dot_product_attention(
+            query, key, value,
+            attn_mask=mask,
+            dropout_p=dropout,
+            is_causal=is_causal and mask is None,
         )
-        if on_cpu_bf16:
-            # On CPU, torch's bf16 flash-attention backward is far slower than its fp32 one
-            # (benchmarks/RESULTS.md); attention is a small part of the FLOPs, so it runs in fp32.
-            query, key, value = query.float(), key.float(), value.float()
-        with torch.autocast("cpu", enabled=False) if on_cpu_bf16 else contextlib.nullcontext():
-            output = F.scaled_dot_product_attention(
-                query, key, value,
-                attn_mask=mask,
-                dropout_p=dropout,
-                is_causal=is_causal and mask is None,
-            )
-        return output.to(dtype), None
+        return output, None
 
     scores = query @ key.transpose(-2, -1) / math.sqrt(query.size(-1))  # (B, H, T, S)
     if mask is None and is_causal:

@@ -12,6 +12,8 @@ handed down as one small object instead of a row of keyword flags:
 - `memory`: the (B, S, D) encoder output for encoder-decoder attention, None for
   self-attention ("the queries come from the previous decoder layer, and the memory keys
   and values come from the output of the encoder", Sec. 3.2.3);
+- `groups`: g, the consecutive query rows that share one memory row (the g beams of a
+  sentence in beam search: B = g * b queries over b memory rows; 1 otherwise);
 - `query_layout` / `memory_layout`: the queries (the memory) are packed real tokens;
 - `attention_maps`: a list to collect each layer's attention probabilities into, or None.
 
@@ -37,6 +39,7 @@ class AttentionContext:
     mask: Tensor | None = None
     is_causal: bool = False
     memory: Tensor | None = None
+    groups: int = 1
     query_layout: PackedLayout | None = None
     memory_layout: PackedLayout | None = None
     attention_maps: list[Tensor] | None = None

@@ -9,8 +9,10 @@ The one import from `aiayn.model` into `aiayn.formats` is here, inside the metho
 from __future__ import annotations
 
 import warnings
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # annotations only: the model reads no file
+    from pathlib import Path
 
 
 class PretrainedMethods:

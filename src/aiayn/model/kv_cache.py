@@ -37,14 +37,9 @@ class AttentionCache:
     `length`); `key`/`value` are views of that part, made when asked for (a compiled step then
     sees the buffers themselves, not views of them). Keys/values stored whole (`store`:
     cross-attention, computed once) are plain tensors, reordered by selection.
-
-    Args:
-        spare_positions: positions each buffer keeps free beyond what is filled (a runtime that
-            needs the filled part never to be a whole buffer asks for one).
     """
 
-    def __init__(self, spare_positions: int = 0) -> None:
-        self.spare_positions = spare_positions
+    def __init__(self) -> None:
         self.buffers: list[tuple[Tensor, Tensor]] = []
         self.rows = 0  # filled rows of buffers[0]
         self.length = 0  # number of cached key positions S
@@ -70,17 +65,20 @@ class AttentionCache:
         self.stored, self.rows, self.length = (key.contiguous(), value.contiguous()), key.size(0), key.size(2)
 
     def has_room(self, positions: int) -> bool:
-        """Whether `append` can write `positions` more positions without growing its buffers
-        (and keep `spare_positions` free)."""
-        needed = self.length + positions + self.spare_positions
-        return bool(self.buffers) and self.buffers[0][0].size(2) >= needed
+        """Whether `append` can write `positions` more positions without growing its buffers."""
+        return bool(self.buffers) and self.buffers[0][0].size(2) >= self.length + positions
+
+    def grown_capacity(self, needed: int) -> int:
+        """Positions of a new buffer that must hold `needed`: at least twice the cached ones
+        (so that a growing prefix is copied O(log S) times)."""
+        return max(needed, 2 * self.length, 16)
 
     def append(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """Add new positions (B, H, t, d_k) and return all keys/values so far."""
         cached, rows = self.length, key.size(0)
         needed = cached + key.size(2)
         if not self.has_room(key.size(2)):  # first append, or out of room
-            current = self._allocate(rows, max(needed, 2 * cached, 16) + self.spare_positions, key)
+            current = self._allocate(rows, self.grown_capacity(needed), key)
             if self.buffers:
                 current[0][:rows, :, :cached] = self.key
                 current[1][:rows, :, :cached] = self.value
@@ -121,12 +119,10 @@ class DecoderCache:
     cross_attention: list[AttentionCache] = field(default_factory=list)
 
     @classmethod
-    def empty(cls, num_layers: int, spare_positions: int = 0) -> DecoderCache:
-        """Empty caches for `num_layers` layers (`spare_positions`: see `AttentionCache`)."""
-        return cls(
-            [AttentionCache(spare_positions) for _ in range(num_layers)],
-            [AttentionCache(spare_positions) for _ in range(num_layers)],
-        )
+    def empty(cls, num_layers: int, layer_cache: type[AttentionCache] = AttentionCache) -> DecoderCache:
+        """Empty caches for `num_layers` layers, each a `layer_cache` (a runtime may keep its
+        buffers another way)."""
+        return cls([layer_cache() for _ in range(num_layers)], [layer_cache() for _ in range(num_layers)])
 
     @property
     def length(self) -> int:

@@ -41,7 +41,8 @@ class FusedProjection(nn.Linear):
     """Several projections stored as one `nn.Linear` ([W^Q; W^K; W^V]): computed together by
     `forward`, or a part of the output features alone by `project_features`.
 
-    A runtime may replace any linear layer by a subclass computing both another way.
+    A runtime's copy of the model (`aiayn.runtime.network`) holds each linear layer in a
+    layer of its own computing both another way; the model's layers stay as they are.
     """
 
     def project_features(self, x: Tensor, start: int, stop: int) -> Tensor:
@@ -59,8 +60,8 @@ class MultiHeadAttention(nn.Module):
         dropout: dropout on the attention probabilities.
         head_dim: d_k = d_v of each head; None: d_model / h (Sec. 3.2.2).
 
-    `attention` is Eq. 1 as this module computes it (`scaled_dot_product_attention`); a runtime
-    may hold another implementation of it there.
+    `attention` is Eq. 1 as this module computes it (`scaled_dot_product_attention`); a
+    runtime's copy of the model may hold another implementation of it there.
     """
 
     def __init__(
@@ -88,9 +89,10 @@ class MultiHeadAttention(nn.Module):
             context: the mask, causality, memory and layouts of this pass.
             cache: this layer's keys/values during incremental decoding, filled in place.
 
-        In encoder-decoder attention the query batch may be g times the memory's (B = g*b,
-        rows i*g .. i*g+g-1 belonging to memory row i, as the beams of a beam search): each
-        memory row's keys and values are then projected once and shared by its g rows.
+        In encoder-decoder attention the query batch may be g = `context.groups` times the
+        memory's (B = g*b, rows i*g .. i*g+g-1 belonging to memory row i, as the beams of a beam
+        search): each memory row's keys and values are then projected once and shared by its g
+        rows. Any other B is a `ValueError` naming the shapes.
 
         Returns:
             (B, T, D) (or packed (N, D)), like `query`. With `context.attention_maps` set, the
@@ -109,7 +111,7 @@ class MultiHeadAttention(nn.Module):
         context.record(probabilities)
         B, H, T, d_k = heads.size()
         concat = heads.transpose(1, 2).reshape(B, T, H * d_k)  # Concat(head_1..head_h): (B, T, H d_k)
-        if rows != B and context.query_layout is None:  # beams sharing a memory: (b, g*T, .) -> (B, T, .)
+        if context.groups != 1:  # beams sharing a memory: (b, g*T, .) -> (B, T, .)
             concat = concat.view(rows, T * B // rows, H * d_k)
         if context.query_layout is not None:
             concat = context.query_layout.pack(concat)  # (B, T, H d_k) -> (N, H d_k)
@@ -131,10 +133,9 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(k, v)  # (B, H, S_cached + T, d_k)
             return q, k, v
         q_proj = padded(self.in_proj.project_features(query, 0, d), context.query_layout)  # Q W^Q
-        unpacked = context.query_layout is None and context.memory_layout is None
-        if unpacked and q_proj.size(0) != context.memory.size(0):
-            # Beam search: the g = B / b consecutive rows of each sentence share its memory, so
-            # their queries become one sentence's g*T queries over keys/values computed once.
+        if context.groups != 1:
+            # Beam search: the g consecutive rows of each sentence share its memory, so their
+            # queries become one sentence's g*T queries over keys/values computed once.
             q_proj = q_proj.reshape(context.memory.size(0), -1, d)  # (B, T, h d_k) -> (b, g*T, h d_k)
         (q,) = self.split_heads(q_proj, 1)  # (B, T, h d_k) -> (B, H, T, d_k)
         if cache is not None and cache.key is not None:
@@ -158,4 +159,13 @@ class MultiHeadAttention(nn.Module):
             raise ValueError(
                 f"MultiHeadAttention expects query of shape {shape}{self.d_model}), "
                 f"got {tuple(query.shape)}"
+            )
+        memory, groups = context.memory, context.groups
+        if memory is None or packed or context.memory_layout is not None:
+            return
+        if query.size(0) != groups * memory.size(0):  # g beams per memory row, or one row each
+            raise ValueError(
+                f"MultiHeadAttention: query {tuple(query.shape)} over memory {tuple(memory.shape)} "
+                f"in groups of {groups}: needs B == groups * b, got {query.size(0)} != "
+                f"{groups} * {memory.size(0)}"
             )

@@ -19,7 +19,6 @@ one exception is the packed training pass (`output_mask`, `aiayn.model.packing`)
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -35,9 +34,6 @@ from aiayn.model.initialization import init_weights
 from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.masks import attention_mask, padding_mask, target_padding_mask
 from aiayn.model.positional_encoding import positional_encoding
-
-StepRunner = Callable[[Tensor, Tensor, "Tensor | None", DecoderCache], Tensor]
-"""A decoding step with `Transformer.decode_step`'s arguments and result."""
 
 
 @dataclass
@@ -82,10 +78,6 @@ class Transformer(PretrainedMethods, nn.Module):
         if c.tie_output:
             self.output_projection.weight = self.tgt_embedding.weight
         init_weights(self, self.output_projection)
-        # What a runtime (`aiayn.runtime`) may set: another implementation of `decode_step`, and
-        # the positions each new decoding cache keeps spare.
-        self.step_runner: StepRunner | None = None
-        self.cache_spare_positions = 0
 
     # ------------------------------------------------------------------ the whole pass
     def forward(
@@ -133,8 +125,8 @@ class Transformer(PretrainedMethods, nn.Module):
         return self.encoder(self.embed_source(src, source), source)
 
     def new_cache(self) -> DecoderCache:
-        """An empty key/value cache for step-by-step `decode` (`cache_spare_positions` spare)."""
-        return DecoderCache.empty(self.config.num_decoder_layers, self.cache_spare_positions)
+        """An empty key/value cache for step-by-step `decode`."""
+        return DecoderCache.empty(self.config.num_decoder_layers)
 
     def decode(
         self,
@@ -144,6 +136,7 @@ class Transformer(PretrainedMethods, nn.Module):
         tgt_padding_mask: Tensor | None = None,
         cache: DecoderCache | None = None,
         return_hidden: bool = False,
+        groups: int = 1,
     ) -> Tensor:
         """Run the decoder and the output projection.
 
@@ -157,6 +150,8 @@ class Transformer(PretrainedMethods, nn.Module):
                 None. Not used with a cache (all cached rows advance together).
             cache: a `DecoderCache` from `new_cache()`, filled in place.
             return_hidden: return the final decoder states (B, T, D) instead of logits.
+            groups: g, the consecutive rows of `tgt_in` that share one row of `memory` (the
+                beams of a sentence: B = g * b for a (b, S, D) memory; checked).
 
         Returns:
             logits: (B, T, V) (or hidden states (B, T, D)).
@@ -167,32 +162,34 @@ class Transformer(PretrainedMethods, nn.Module):
             if tgt_padding_mask is None:
                 tgt_padding_mask = target_padding_mask(tgt_in, self.config.pad_id)
             target = AttentionContext.causal(tgt_padding_mask)
-        cross = AttentionContext(mask=attention_mask(src_padding_mask), memory=memory)
+        cross = AttentionContext(mask=attention_mask(src_padding_mask), memory=memory, groups=groups)
         offset = cache.length if cache is not None else 0
         hidden = self.decoder(self.embed_target(tgt_in, target, offset), target, cross, cache)
         return hidden if return_hidden else self.output_projection(hidden)
 
-    def decode_step(
-        self, last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache
+    def incremental_step(
+        self, last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache,
+        groups: int = 1,
     ) -> Tensor:
         """One step of incremental decoding: the next token's logits after the cached prefix.
 
-        last: (B, 1) the last token of each row; memory: (B, S, D) (or one row per group of
-        beams, see `MultiHeadAttention`); src_padding_mask: (B, S) or None; cache: filled in
-        place. Returns (B, V) float32 logits. The one function a decoder calls per step: it runs
-        `step_runner` where a runtime has set one (the same step computed another way), else
-        `incremental_step`.
+        last: (B, 1) the last token of each row; memory: (B, S, D), or (b, S, D) shared by
+        groups of g = `groups` consecutive rows (the beams of a sentence, B = g * b);
+        src_padding_mask: (b, S) or None; cache: filled in place. Returns (B, V) float32 logits:
+        `decode` of the last token, projected. The searches call it through a step runner
+        (`aiayn.runtime.steps`), which may compute it another way.
         """
-        if self.step_runner is not None:
-            return self.step_runner(last, memory, src_padding_mask, cache)
-        return self.incremental_step(last, memory, src_padding_mask, cache)
-
-    def incremental_step(
-        self, last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache
-    ) -> Tensor:
-        """`decode_step` as written here: `decode` of the last token, projected to logits."""
-        hidden = self.decode(last, memory, src_padding_mask, cache=cache, return_hidden=True)  # (B, 1, D)
+        hidden = self.decode(
+            last, memory, src_padding_mask, cache=cache, return_hidden=True, groups=groups
+        )  # (B, 1, D)
         return self.output_projection(hidden[:, -1]).float()  # (B, V)
+
+    def decode_step(
+        self, last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache,
+        groups: int = 1,
+    ) -> Tensor:
+        """`incremental_step` (its earlier name, kept for callers of the previous release)."""
+        return self.incremental_step(last, memory, src_padding_mask, cache, groups)
 
     @torch.no_grad()
     def attention_maps(self, src: Tensor, tgt_in: Tensor) -> AttentionMaps:

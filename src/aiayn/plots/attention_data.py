@@ -149,7 +149,7 @@ def attention_examples(
         if target is not None:
             tgt_ids[i] = _target_ids(translator, target, names[i])
             texts[i] = target
-    model, device = translator.model, translator.device
+    model, device = translator.network, translator.device
     source_tok, target_tok = translator.tokenizers.source, translator.tokenizers.target
     bos_id = model.config.bos_id
     examples = []

@@ -1,4 +1,4 @@
-"""A compiled decoding step: `torch.compile` of `Transformer.decode_step`, for inference.
+"""A compiled decoding step: `torch.compile` of `Transformer.incremental_step`, for inference.
 
 Against the reference: `aiayn.paper.greedy_decode` re-runs the decoder over the whole prefix at
 every step; the engine's step reads earlier keys and values from its cache, and compiled, that
@@ -26,13 +26,15 @@ products become a few fused loops called from generated code:
 - the key/value cache is reordered between steps, outside the compiled code, and a step that
   allocates (the first, which also projects the encoder output's keys and values, and one
   that outgrows the cache's buffers) runs eagerly. The cache's buffers keep one position
-  spare (`Transformer.cache_spare_positions`: a view covering a whole buffer would be another
-  layout, compiled again).
+  spare (`SpareCache`: a view covering a whole buffer would be another layout, compiled again).
 
 The outputs are those of the eager step up to float rounding (sums in another order).
 Compiling takes tens of seconds before the first batch (and needs a C++ compiler), so it is
-opt-in: `aiayn.load(..., compile=True)`, `aiayn translate --compile`. The model's own step
-(`Transformer.incremental_step`) is what is compiled; the compiled one is its `step_runner`.
+opt-in: `aiayn.load(..., compile=True)`, `aiayn translate --compile`. What is compiled is the
+model's own step (`Transformer.incremental_step`) on the runner's network
+(`aiayn.runtime.network`: the model's modules copied around its parameters, with the runtime's
+linear layers and attention); `CompiledStep(model)` is the step runner
+(`aiayn.runtime.steps`), and the model itself is not changed.
 """
 
 from __future__ import annotations
@@ -44,12 +46,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from aiayn.core.eval_mode import eval_mode
 from aiayn.model.attention import scaled_dot_product_attention
-from aiayn.model.kv_cache import DecoderCache
+from aiayn.model.kv_cache import AttentionCache, DecoderCache
 from aiayn.model.multi_head_attention import MultiHeadAttention
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.int8 import Int8Linear
+from aiayn.runtime.network import network_of
 from aiayn.runtime.operators import register_operators
+from aiayn.runtime.prepacked import PrepackedLinear, prepackable
+from aiayn.runtime.steps import EagerStep
 
 
 def compiler_available() -> bool:
@@ -57,43 +62,67 @@ def compiler_available() -> bool:
     return any(shutil.which(name) for name in ("g++", "c++", "clang++"))
 
 
-def compile_decoding(model: Transformer) -> Transformer:
-    """Make `model.decode_step` run its compiled version, in place; returns the model.
+class SpareCache(AttentionCache):
+    """An `AttentionCache` whose buffers keep one position free beyond what is filled: the
+    filled part, which a compiled step reads as a view, is then never a whole buffer (another
+    layout to the compiler, compiled again)."""
 
-    For a model that is no longer trained, after `prepack_linears` or `quantize_int8`
-    (their weight slices are made here, once, by one eager step).
+    def has_room(self, positions: int) -> bool:
+        return super().has_room(positions + 1)
+
+    def grown_capacity(self, needed: int) -> int:
+        return super().grown_capacity(needed) + 1
+
+
+class CompiledStep(EagerStep):
+    """A `Transformer`'s decoding step compiled with `torch.compile` (see the module doc).
+
+    Args:
+        model: a `Transformer` that is no longer trained (not changed).
+        quantize: "int8" for int8 linear layers; None: prepacked ones (float32 CPU models),
+            else the model's own.
+
+    The network's weight slices are made here, once, by one eager step; the step compiles
+    on its first call with room in the cache.
     """
-    if next(model.parameters()).device.type == "cpu" and not compiler_available():
-        raise RuntimeError("compiling the decoding step on CPU needs a C++ compiler (g++ or clang++)")
-    register_operators()
-    model.cache_spare_positions = 1
-    for module in model.decoder.modules():
-        if isinstance(module, MultiHeadAttention):
-            module.attention = step_attention
-    with eval_mode(model):
+
+    def __init__(self, model: Transformer, quantize: str | None = None) -> None:
+        if next(model.parameters()).device.type == "cpu" and not compiler_available():
+            raise RuntimeError("compiling the decoding step on CPU needs a C++ compiler (g++ or clang++)")
+        register_operators()
+        layer = Int8Linear if quantize == "int8" else PrepackedLinear if prepackable(model) else None
+        network = network_of(model, layer)
+        for module in network.decoder.modules():
+            if isinstance(module, MultiHeadAttention):
+                module.attention = step_attention  # the network's own layer, not the model's
+        super().__init__(model, network)
         src = torch.full((1, 1), model.config.eos_id, device=next(model.parameters()).device)
         last = torch.full((1, 1), model.config.bos_id, device=src.device)
-        model.decode_step(last, model.encode(src), None, model.new_cache())  # makes every weight slice
-    eager_step = model.incremental_step
-    # Guards on the model's modules would be checked on every call; the model does not change
-    # after this point (weights, structure), so only the inputs are guarded. The generated code's
-    # checks of each kernel's output shapes (debugging aids) are left out for the same reason.
-    options = {
-        "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe,
-        "size_asserts": False,
-        "alignment_asserts": False,
-        "scalar_asserts": False,
-    }
-    compiled_step = torch.compile(eager_step, dynamic=True, options=options)
+        with torch.no_grad():
+            network.incremental_step(last, network.encode(src), None, self.new_cache())  # every weight slice
+        self._eager_step = network.incremental_step
+        # Guards on the network's modules would be checked on every call; it does not change
+        # after this point (weights, structure), so only the inputs are guarded. The generated
+        # code's checks of each kernel's output shapes (debugging aids) are left out for the same reason.
+        options = {
+            "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe,
+            "size_asserts": False,
+            "alignment_asserts": False,
+            "scalar_asserts": False,
+        }
+        self._compiled_step = torch.compile(self._eager_step, dynamic=True, options=options)
 
-    def decode_step(
-        last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache
+    def new_cache(self) -> DecoderCache:
+        """An empty cache whose buffers keep a position spare (`SpareCache`)."""
+        return DecoderCache.empty(self.config.num_decoder_layers, SpareCache)
+
+    def step(
+        self, last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache,
+        groups: int = 1,
     ) -> Tensor:
-        step = compiled_step if cache.has_room(last.size(1)) else eager_step
-        return step(last, memory, src_padding_mask, cache)
-
-    model.step_runner = decode_step
-    return model
+        """`EagerStep.step`, compiled where the step only writes into the cache's buffers."""
+        step = self._compiled_step if cache.has_room(last.size(1)) else self._eager_step
+        return step(last, memory, src_padding_mask, cache, groups)
 
 
 def step_attention(

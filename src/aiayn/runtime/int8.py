@@ -6,7 +6,7 @@ input to one of 256 (or 128) steps of its batch's range, so every product approx
 x W^T + b to within those steps. The difference is bounded by
 `tests/runtime/test_against_paper.py::test_int8_log_probs_stay_within_a_bound_of_the_reference`
 (log-probabilities within 0.1 of the reference's, on a tiny model) and
-`tests/runtime/test_runtime.py::test_accelerate_keeps_the_state_dict_and_the_outputs` (outputs
+`tests/runtime/test_runtime.py::test_runners_keep_the_state_dict_and_the_outputs` (outputs
 within 3% of the float model's largest output); its BLEU cost on Multi30k is in benchmarks/RESULTS.md.
 
 As CTranslate2's int8 mode, each output channel j of W keeps its own scale s_j = max|W_j| / 127
@@ -29,9 +29,10 @@ Inside a compiled step the fused kernel is the operator `aiayn::int8_linear`
 (`aiayn.runtime.operators`), which takes a plain view of the float weight slice whose packed
 int8 weights its layer prepared.
 
-`quantize_int8(model)` swaps every `nn.Linear` (or `PrepackedLinear`) of a model for an
-`Int8Linear` (the float parameters stay, so `state_dict` and parameter counts do not change;
-the int8 copies are not saved). Only for a model that is no longer trained.
+An `Int8Linear` holds an `nn.Linear` (its float parameters are the linear layer's) and the
+int8 forms of its slices (not parameters: never saved). `int8_network(model)` is the model's
+network (`aiayn.runtime.network`) with every linear layer so held, for a model that is no
+longer trained; the model itself is not changed.
 """
 
 from __future__ import annotations
@@ -41,9 +42,9 @@ import warnings
 import torch
 from torch import Tensor, nn
 
-from aiayn.model.multi_head_attention import FusedProjection
-from aiayn.runtime.operators import int8_linear_cpu, prepare, register_operators
-from aiayn.runtime.prepacked import PrepackedLinear, replace_linears, take_over
+from aiayn.runtime.network import network_of
+from aiayn.runtime.operators import int8_linear_cpu, prepare
+from aiayn.runtime.prepacked import RuntimeLinear
 
 
 def quantize_rows(x: Tensor) -> tuple[Tensor, Tensor]:
@@ -71,22 +72,17 @@ def _prepack(weight: Tensor, scale: Tensor, bias: Tensor | None) -> object:
         return torch.ops.quantized.linear_prepack(quantized, bias)
 
 
-class Int8Linear(FusedProjection):
+class Int8Linear(RuntimeLinear):
     """y = x W^T + b with W in int8 (per output channel scales) and x quantized on the fly.
 
     Args:
-        linear: an `nn.Linear` (or a module with its `weight` and `bias`) to take over.
+        linear: the `nn.Linear` whose float parameters this quantizes (held, not copied).
     """
 
-    def __init__(self, linear: nn.Module) -> None:
-        take_over(self, linear)
+    def __init__(self, linear: nn.Linear) -> None:
+        super().__init__(linear)
         # (start, stop) -> the int8 form of W[start:stop] (`_quantize`); not parameters, so not saved.
         self.parts: dict[tuple[int, int], tuple] = {}
-        register_operators()
-
-    def forward(self, x: Tensor) -> Tensor:
-        """(..., in) -> (..., out)."""
-        return self.project_features(x, 0, self.out_features)
 
     def project_features(self, x: Tensor, start: int, stop: int) -> Tensor:
         """(..., in) -> (..., stop - start): the output features start..stop-1 alone."""
@@ -110,19 +106,20 @@ class Int8Linear(FusedProjection):
     def _quantize(self, start: int, stop: int, device: torch.device) -> tuple:
         """Output features start..stop-1 of W in int8: (a view of W[start:stop] whose packed
         weights are prepared,) for the fused CPU kernel, else (W^T int8 (in, out), scales (1, out), bias)."""
-        weight, scale = quantize_rows(self.weight.detach()[start:stop])  # (out, in), (out, 1)
-        bias = None if self.bias is None else self.bias.detach()[start:stop].float().contiguous()
+        linear = self.linear
+        weight, scale = quantize_rows(linear.weight.detach()[start:stop])  # (out, in), (out, 1)
+        bias = None if linear.bias is None else linear.bias.detach()[start:stop].float().contiguous()
         if device.type == "cpu" and fused_kernel_available():
-            carrier = self.weight.detach()[start:stop]
+            carrier = linear.weight.detach()[start:stop]
             prepare(carrier, _prepack(weight, scale.view(-1), bias))
             return (carrier,)
         return weight.t().contiguous(), scale.view(1, -1), bias
 
     def extra_repr(self) -> str:
-        return f"in_features={self.in_features}, out_features={self.out_features}, int8"
+        return "int8"
 
 
-def quantize_int8(model: nn.Module) -> nn.Module:
-    """Replace every linear layer of `model` by an `Int8Linear`, in place; returns the model."""
-    replace_linears(model, Int8Linear, (nn.Linear, FusedProjection, PrepackedLinear))
-    return model
+def int8_network(model: nn.Module) -> nn.Module:
+    """`model`'s network with every linear layer an `Int8Linear` (see the module doc); the
+    model is not changed."""
+    return network_of(model, Int8Linear)

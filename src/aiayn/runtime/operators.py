@@ -12,7 +12,9 @@ A compiler cannot trace oneDNN's prepacked weight layout nor the int8 kernel's p
 so inside a compiled decoding step (`aiayn.runtime.compiled`) those kernels are called through
 operators opaque to it. An operator's arguments must be tensors the compiler can trace, so each
 takes the plain float weight slice (out, in) and finds its prepared form in `PREPARED`, where
-the layer that made the slice put it (`prepare`). The eager call runs the same function.
+the layer that made the slice put it (`prepare`): a `WeakIdKeyDictionary`, keyed by the slice
+itself, so an entry leaves with its slice (and with the layer that holds it). The eager call
+runs the same function.
 
 Nothing is registered at import: `register_operators()` runs when a runtime layer is made.
 """
@@ -21,30 +23,28 @@ from __future__ import annotations
 
 import functools
 import threading
-import weakref
 
 import torch
 from torch import Tensor
+from torch.utils.weak import WeakIdKeyDictionary
 
 from aiayn.runtime.cpu import cpu_flags
 
-PREPARED: dict[int, tuple[weakref.ref, object]] = {}
-"""id(weight slice) -> (a weak reference to the slice, its prepared form); an entry leaves with
-its slice."""
+PREPARED: WeakIdKeyDictionary = WeakIdKeyDictionary()
+"""weight slice (by identity, weakly) -> its prepared form; an entry leaves with its slice."""
 
 
 def prepare(weight: Tensor, prepared: object) -> None:
     """Record `prepared` as the kernel-ready form of the weight slice `weight` (out, in)."""
-    key = id(weight)
-    PREPARED[key] = (weakref.ref(weight, lambda _: PREPARED.pop(key, None)), prepared)
+    PREPARED[weight] = prepared
 
 
 def prepared_form(weight: Tensor, operator: str) -> object:
     """The form `prepare` recorded for `weight`; a one-line error for any other tensor."""
-    entry = PREPARED.get(id(weight))
-    if entry is None or entry[0]() is not weight:
+    prepared = PREPARED.get(weight)
+    if prepared is None:
         raise RuntimeError(f"aiayn::{operator} needs a weight slice prepared by its layer (aiayn.runtime)")
-    return entry[1]
+    return prepared
 
 
 @functools.cache

@@ -8,6 +8,9 @@ alternating, logs both rates and returns the faster. bf16 must win by `margin` (
 it rounds more, so a tie goes to fp32. The timing leaves the weights, the gradients and the
 random number generators as it found them, so training continues exactly as it would have
 with that precision set by hand.
+
+The precision also decides how attention runs: `float32_attention`, which every training model
+holds (`use_float32_attention`), computes Eq. 1 in float32 inside a CPU bf16 autocast.
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from aiayn.model.attention import scaled_dot_product_attention
+from aiayn.model.multi_head_attention import MultiHeadAttention
 from aiayn.training.config import TrainConfig
 from aiayn.training.device import autocast, bf16_worth_measuring
 from aiayn.training.distributed import DistContext, broadcast_object
@@ -28,6 +33,42 @@ log = logging.getLogger(__name__)
 
 Timer = Callable[[], float]
 """A clock in seconds, `time.perf_counter` unless a test passes a fake one."""
+
+
+def float32_attention(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    mask: torch.Tensor | None = None,
+    dropout: float = 0.0,
+    need_weights: bool = False,
+    is_causal: bool = False,
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """The model's `scaled_dot_product_attention` (same arguments and result), its fused path
+    computed in float32 on bf16 CPU inputs or inside a CPU bf16 autocast: there torch's bf16
+    flash-attention backward is far slower than its fp32 one (benchmarks/RESULTS.md), and
+    attention is a small part of the FLOPs. Anywhere else it is the model's own call."""
+    on_cpu_bf16 = (
+        not need_weights
+        and query.device.type == "cpu"
+        and (query.dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu"))
+    )
+    if not on_cpu_bf16:
+        return scaled_dot_product_attention(query, key, value, mask, dropout, need_weights, is_causal)
+    with torch.autocast("cpu", enabled=False):
+        output, _ = scaled_dot_product_attention(
+            query.float(), key.float(), value.float(), mask, dropout, False, is_causal
+        )
+    return output.to(query.dtype), None
+
+
+def use_float32_attention(model: nn.Module) -> nn.Module:
+    """Give every multi-head attention layer of a model to be trained `float32_attention`
+    (as its `attention`); returns the model."""
+    for module in model.modules():
+        if isinstance(module, MultiHeadAttention):
+            module.attention = float32_attention
+    return model
 
 
 def time_precisions(

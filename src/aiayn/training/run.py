@@ -61,6 +61,7 @@ from aiayn.training.distributed import (
 from aiayn.training.init_from import MODEL_CLASSES, InitSource, freeze
 from aiayn.training.loss import validation_loss
 from aiayn.training.memory import check_training_fits, release_free_memory, tune_for_training
+from aiayn.training.precision import use_float32_attention
 from aiayn.training.run_dir import (
     CONFIG_FILE,
     RunStart,
@@ -316,8 +317,8 @@ def _set_up(
         save_tokenizer(run_dir)
     def build_model() -> torch.nn.Module:
         if init is not None:
-            return init.build(MODEL_CLASSES[task.model_type](), config.model.overrides)
-        return task.build_model(config, data)
+            return use_float32_attention(init.build(MODEL_CLASSES[task.model_type](), config.model.overrides))
+        return use_float32_attention(task.build_model(config, data))
 
     auto = take_auto_settings(config)  # settings left at `auto`, chosen once the model fits
     if resume:  # the checkpoint and the config agree before anything is allocated

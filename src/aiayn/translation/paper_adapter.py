@@ -30,7 +30,7 @@ from aiayn.data.batching import Batch
 from aiayn.data.tokenizer import TokenizerPair
 from aiayn.decoding.common import Hypothesis
 from aiayn.decoding.controls import NO_CONTROLS, Controls
-from aiayn.inference.base import TorchRuntime, TranslatorBase
+from aiayn.inference.base import TorchBackend, TranslatorBase
 from aiayn.inference.torch_translator import length_batches, pad_batch
 from aiayn.model import ModelConfig, Transformer
 from aiayn.training.config import RunConfig
@@ -82,7 +82,7 @@ def paper_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[Tensor
     return paper.label_smoothed_loss(log_probs, batch.labels, smoothing, batch.pad_id), batch.num_targets
 
 
-class PaperTranslator(TorchRuntime, TranslatorBase):
+class PaperTranslator(TorchBackend, TranslatorBase):
     """The `aiayn.inference.Translator` interface on `aiayn.paper.greedy_decode` (beam 1, no
     decoding controls or prefixes: the paper module has none)."""
 
