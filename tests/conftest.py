@@ -1,6 +1,7 @@
 """Fixtures shared by several test packages (this directory is on sys.path for them)."""
 
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -8,8 +9,15 @@ import pytest
 from shared_dates import train_dates_run
 
 # Token stores made by the tests (every translation run makes one) go to a temporary cache, not
-# beside the repository's runs; subprocesses inherit it.
-os.environ.setdefault("AIAYN_CACHE", tempfile.mkdtemp(prefix="aiayn-test-stores-"))
+# beside the repository's runs; subprocesses inherit it, and the session removes it at its end.
+_TEST_STORES = None if "AIAYN_CACHE" in os.environ else tempfile.mkdtemp(prefix="aiayn-test-stores-")
+if _TEST_STORES:
+    os.environ["AIAYN_CACHE"] = _TEST_STORES
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    if _TEST_STORES:
+        shutil.rmtree(_TEST_STORES, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
