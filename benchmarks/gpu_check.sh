@@ -10,7 +10,7 @@
 #    expected against reached updates, the validations' share (benchmarks/gpu_check.py auto).
 #
 # Every part can be shrunk to run anywhere (a test runs it on a CPU with tiny settings):
-#   PRESETS="small base" BATCHES="3000 16000" STEPS=10 BACKEND=inductor MINUTES=3 PEAK_SIZE=2048
+#   PRESETS="small base" BATCHES="3000 16000" STEPS=10 BACKEND=inductor MINUTES=3 PEAK_SIZE=2048 VOCAB=8000
 #   CONFIG=configs/tatoeba_en_es.yaml AUTO_SET="" (more --set options for the auto run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +32,7 @@ rm -f "$out"
 started=$(date +%s)
 # shellcheck disable=SC2086  # the lists are word lists
 timeout 200 "$PY" benchmarks/gpu_check.py throughput --out "$out" --presets $PRESETS --batch-tokens $BATCHES \
-  --steps "$STEPS" --backend "$BACKEND" --peak-size "${PEAK_SIZE:-2048}"
+  --steps "$STEPS" --backend "$BACKEND" --peak-size "${PEAK_SIZE:-2048}" --vocab "${VOCAB:-8000}"
 command="$PY -m aiayn train $CONFIG --out $WORK/auto --overwrite --set train.max_minutes=$MINUTES \
 --set train.progress=plain $AUTO_SET"
 # shellcheck disable=SC2086
