@@ -141,7 +141,8 @@ def choose_step_loss(
         log.info("training step compiled: %s", reason)
         return compile_loss(loss_fn, backend), reason
     run_s = time_left_s
-    if steps_left is not None and batches:
+    short = run_s is not None and bool(_not_worth_timing(device, run_s, batches))  # no step need be timed
+    if steps_left is not None and batches and not short:
         step_s = eager_step_seconds(model, batches, loss_fn, label_smoothing, device, precision, timer)
         run_s = min(run_s if run_s is not None else float("inf"), steps_left * step_s)
     reason = _not_worth_timing(device, run_s, batches)
