@@ -31,18 +31,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-import torch
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 from aiayn.core.files import atomic_write_text
-from aiayn.model import ModelConfig, Transformer
-from aiayn.tasks import config_from_dict
-from aiayn.training.compiled_step import BACKEND, compile_loss
-from aiayn.training.device import select_device
-from aiayn.training.loss import translation_loss
-from aiayn.training.precision import attention_context, precision_context
-from aiayn.training.trainer import Trainer
-from train_throughput import make_batches, matmul_peak, model_flops
+
+if "throughput" in sys.argv[1:2] or __name__ != "__main__":  # the `auto` stage reads JSON only: no torch
+    import torch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from aiayn.model import ModelConfig, Transformer
+    from aiayn.tasks import config_from_dict
+    from aiayn.training.compiled_step import compile_loss
+    from aiayn.training.device import select_device
+    from aiayn.training.loss import translation_loss
+    from aiayn.training.precision import attention_context, precision_context
+    from aiayn.training.trainer import Trainer
+    from train_throughput import make_batches, matmul_peak, model_flops
 
 DATASHEET_PEAKS = {  # dense FLOP/s (no sparsity), SXM parts; fp32 without tensor cores
     "H100": {"fp32": 67e12, "bf16": 989.4e12},
@@ -184,7 +186,7 @@ def main() -> None:
     speed.add_argument("--steps", type=int, default=10, help="timed steps per mode (median)")
     speed.add_argument("--vocab", type=int, default=8000)
     speed.add_argument("--device", default="auto")
-    speed.add_argument("--backend", default=BACKEND, help="TorchDynamo backend of the compiled step")
+    speed.add_argument("--backend", default="inductor", help="TorchDynamo backend of the compiled step")
     speed.add_argument("--peak-size", type=int, default=2048, help="matmul size of a measured peak")
     auto = sub.add_parser("auto", help="add the figures of a finished `auto` run")
     auto.add_argument("run_dir", type=Path)

@@ -25,9 +25,13 @@ CONFIG=${CONFIG:-configs/tatoeba_en_es.yaml}
 AUTO_SET=${AUTO_SET:-}
 export PYTHONUNBUFFERED=1 AIAYN_CACHE=${AIAYN_CACHE:-$WORK/.cache}
 mkdir -p "$WORK"
-gpu=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower() \
+if [[ $# -ge 1 ]]; then
+  out=$1
+else
+  gpu=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower() \
 if torch.cuda.is_available() else 'cpu')")  # "NVIDIA H100 80GB HBM3" -> h100
-out=${1:-benchmarks/results/gpu_check_$gpu.json}
+  out=benchmarks/results/gpu_check_$gpu.json
+fi
 rm -f "$out"
 started=$(date +%s)
 # shellcheck disable=SC2086  # the lists are word lists
