@@ -22,8 +22,10 @@ in attention; the log reports the padding share of the timed batches.
 eager and the compiled step are timed on the same few batches (alternating, as the precisions
 are: `aiayn.training.precision`), the compile time measured, and the run compiles when the
 target tokens trained in (training time - compile time) at the compiled rate beat those of the
-whole training time at the eager rate by `COMPILE_MARGIN`. A short budget says no before
-compiling anything when even a `BEST_SPEEDUP` could not repay `COMPILE_S_FLOOR`. Compiling
+whole training time at the eager rate by `COMPILE_MARGIN`. The training time is the time budget
+left (`train.max_minutes`; a run without one is not compiled by `auto`), or `train.max_steps`
+eager steps where they end the run first. A short run says no before compiling anything when
+even a `BEST_SPEEDUP` could not repay `COMPILE_S_FLOOR`. Compiling
 needs a C++ compiler on a CPU (`aiayn.runtime.compiled.compiler_available`).
 """
 
@@ -128,9 +130,9 @@ def choose_step_loss(
     backend: str = BACKEND, timer: Timer = time.perf_counter,
 ) -> tuple[LossFn, str]:
     """The loss function the training steps run (`loss_fn` or its compiled form) for
-    `train.compile` = `setting`, and why, logged in one line. The run's training time is the
-    first to run out of `time_left_s` (the budget left) and `steps_left` eager steps (an eager
-    step timed on `batches`); None for either: no such budget."""
+    `train.compile` = `setting`, and why, logged in one line. 'auto' weighs the compile time
+    against the time budget left (`time_left_s`; None: no time budget, and nothing is compiled),
+    or against `steps_left` eager steps (one timed on `batches`) where those end the run first."""
     check_compile(setting, device)
     if setting == "false":
         return loss_fn, "train.compile=false"
@@ -141,11 +143,11 @@ def choose_step_loss(
         log.info("training step compiled: %s", reason)
         return compile_loss(loss_fn, backend), reason
     run_s = time_left_s
-    short = run_s is not None and bool(_not_worth_timing(device, run_s, batches))  # no step need be timed
-    if steps_left is not None and batches and not short:
-        step_s = eager_step_seconds(model, batches, loss_fn, label_smoothing, device, precision, timer)
-        run_s = min(run_s if run_s is not None else float("inf"), steps_left * step_s)
     reason = _not_worth_timing(device, run_s, batches)
+    if not reason and steps_left is not None:  # which budget ends the run first: an eager step timed
+        step_s = eager_step_seconds(model, batches, loss_fn, label_smoothing, device, precision, timer)
+        run_s = min(run_s or 0.0, steps_left * step_s)
+        reason = _not_worth_timing(device, run_s, batches)
     if reason:
         log.info("train.compile auto: eager, %s", reason)
         return loss_fn, reason
@@ -186,7 +188,7 @@ def _not_worth_timing(device: torch.device, run_s: float | None, batches: Sequen
     if device.type == "cpu" and not compiler_available():
         return "no C++ compiler to compile with"
     if run_s is None:
-        return "no time budget to weigh the compile time against (train.compile=true compiles)"
+        return "no time budget (train.max_minutes) to weigh compiling against; train.compile=true compiles"
     if not compile_pays(1.0, BEST_SPEEDUP, COMPILE_S_FLOOR, run_s):
         return f"{run_s / 60:.1f} minutes of training are too few to repay compiling"
     return ""
