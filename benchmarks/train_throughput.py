@@ -10,6 +10,13 @@ machine's dense matmul peak, and MFU = 6 x (encoder non-embedding params x non-p
 tokens + (decoder + output projection) params x non-pad target tokens) / time / peak.
 
     python benchmarks/train_throughput.py [--presets small base] [--steps 8]
+    python benchmarks/train_throughput.py --compare-compile [--presets small] [--threads 1]
+
+`--compare-compile` times the eager step against the compiled one (`train.compile: true`,
+`aiayn.training.compiled_step`) instead of the reference: two Trainers from the same weights,
+alternating step by step, the median of `--steps` timed steps after two untimed ones (the
+compiled step compiles in its first), in each of `--precisions`; it records the compile time
+and compiled / eager. Results go to benchmarks/results/train_compile.json unless --out.
 """
 
 from __future__ import annotations
@@ -142,6 +149,45 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
     return out
 
 
+def bench_compile(preset: str, precision: str, steps: int, batches: list, device: torch.device,
+                  backend: str) -> dict:
+    """Eager against compiled `Trainer.train_step`, alternating; medians of target tokens/s."""
+    from aiayn.training.compiled_step import compile_loss
+
+    config = ModelConfig.preset(preset, vocab_size=8000, dropout=0.1, max_len=128)
+    trainers = {}
+    for mode in ("eager", "compiled"):
+        torch.manual_seed(0)
+        run = config_from_dict({"train": {"precision": precision, "device": str(device), "warmup": 4000,
+                                          "compile": "false", "progress": "none"}})
+        trainer = Trainer(run, Transformer(config), train_data=None, valid_data=None,
+                          run_dir=Path(tempfile.mkdtemp()), loss_fn=translation_loss)
+        if mode == "compiled":
+            trainer.step_loss = compile_loss(translation_loss, backend)
+        trainers[mode] = trainer
+    rates: dict[str, list[float]] = {"eager": [], "compiled": []}
+    first: dict[str, float] = {}
+    for i in range(steps + 2):
+        batch = batches[i % len(batches)]
+        order = ("eager", "compiled") if i % 2 else ("compiled", "eager")
+        for mode in order:
+            start = time.perf_counter()
+            trainers[mode].train_step([batch])
+            if device.type == "cuda":
+                torch.cuda.synchronize()
+            seconds = time.perf_counter() - start
+            if i == 0:
+                first[mode] = seconds
+            elif i >= 2:
+                rates[mode].append(batch.num_targets / seconds)
+    out = {mode: round(statistics.median(r), 1) for mode, r in rates.items()}
+    out["compiled_over_eager"] = round(out["compiled"] / out["eager"], 3)
+    out["compile_s"] = round(first["compiled"] - first["eager"], 1)
+    print(f"{preset:5} {precision:4}: eager {out['eager']:8.1f} tok/s  compiled {out['compiled']:8.1f} tok/s "
+          f"ratio {out['compiled_over_eager']:.2f}  (compiling took {out['compile_s']:.0f} s)", flush=True)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["small", "base"])
@@ -150,11 +196,17 @@ def main() -> None:
     parser.add_argument("--target-tokens", type=int, default=4096)
     parser.add_argument("--device", default="auto")
     parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--compare-compile", action="store_true", help="eager against compiled steps")
+    parser.add_argument("--backend", default="inductor", help="TorchDynamo backend of --compare-compile")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = select_device(args.device)
+    if args.compare_compile:
+        compare_compile(args, device)
+        return
+    args.out = args.out or RESULTS
     peaks = {
         "fp32": matmul_peak(torch.float32, device=device.type),
         "bf16": matmul_peak(torch.bfloat16, device=device.type),
@@ -184,6 +236,25 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+def compare_compile(args: argparse.Namespace, device: torch.device) -> None:
+    batches = make_batches(4, args.target_tokens, 8000, seed=0)
+    results: dict = {}
+    for preset in args.presets:
+        for precision in args.precisions:
+            results.setdefault(preset, {})[precision] = bench_compile(
+                preset, precision, args.steps, batches, device, args.backend)
+    results["settings"] = {
+        "command": "python " + " ".join(sys.argv), "device": str(device),
+        "cpu": platform.processor() or platform.machine(), "threads": torch.get_num_threads(),
+        "torch": torch.__version__, "backend": args.backend, "timed_steps": args.steps,
+        "target_tokens_per_batch": [b.num_targets for b in batches],
+    }
+    out = args.out or RESULTS.with_name("train_compile.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from aiayn.training.auto_rules import (
     AUTO_ORDER,
     CorpusProfile,
     Run,
+    batches_that_fit,
     bleu_sentences_for_run,
     choices_table,
     eval_every_for_updates,
@@ -22,6 +23,7 @@ from aiayn.training.auto_rules import (
     plan_auto,
     preset_cost,
     preset_for_run,
+    training_seconds,
     validation_split_size,
     vocab_size_for_pairs,
     warmup_for_updates,
@@ -155,3 +157,21 @@ def test_the_docs_table_follows_a_changed_rule(monkeypatch):
     before = choices_table()
     monkeypatch.setattr(auto_rules, "VOCAB_RULE", ((math.inf, 4000),))
     assert choices_table() != before and "| 4000 |" in choices_table()
+
+
+def test_the_validations_share_comes_off_the_budget_before_the_updates_are_counted():
+    recipe = yaml.safe_load((REPO / "configs" / "multi30k_de_en.yaml").read_text())
+    run = multi30k_run(1_768, recipe)
+    without = plan_auto(AUTO_ORDER, MULTI30K, run)
+    shared = plan_auto(AUTO_ORDER, MULTI30K, run._replace(validation_share=0.1))
+    batch = without.batch_tokens
+    assert shared.steps[batch] == pytest.approx(without.steps[batch] / 1.1)  # 10% of training on top
+    assert training_seconds(1800, 0.1) == pytest.approx(1800 / 1.1)
+
+
+def test_gpu_batches_are_those_that_fit_in_memory_with_headroom():
+    choices = auto_rules.GPU_BATCH_TOKENS_CHOICES
+    # 8 GB free, 1 GB for gradients and moments, 200 kB a token: 80% of 8 GB leaves 5.4 GB, 27,000 tokens.
+    assert batches_that_fit(choices, 8e9, 1e9, 2e5) == (24576, 16384, 12288, 8192, 6144, 4096, 3000)
+    assert batches_that_fit(choices, 1e12, 1e9, 2e5)[0] == 65536  # never above 64k
+    assert batches_that_fit(choices, 1e9, 1e9, 2e5) == (3000,)  # nothing fits: the smallest, to fail loudly

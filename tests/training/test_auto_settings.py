@@ -27,6 +27,7 @@ from aiayn.training.auto_settings import (
 )
 from aiayn.training.distributed import DistContext
 from aiayn.training.loss import translation_loss
+from aiayn.training.memory import MemoryFit
 from aiayn.translation.data import prepare_data
 from aiayn.translation.task import build_model_config
 
@@ -203,7 +204,13 @@ def test_train_with_auto_dropout_records_the_choice(tmp_path, monkeypatch, caplo
         assert main(["train", str(config), "--out", str(tmp_path / "run")]) == 0
     assert "timed at fp32 1, bf16 2 target tokens/s, using bf16" in caplog.text
     assert "expected 0 epochs: dropout 0.2" in caplog.text
-    assert json.loads((tmp_path / "run" / "results.json").read_text())["precision"] == "bf16"
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["precision"] == "bf16"
+    # What the settings were chosen for, against what the run did: within the run's 2 steps.
+    expected = results["expected_updates"]
+    assert expected["reached"] == results["steps"] == 2 and 0 < expected["expected"] <= 2
+    assert expected["share"] == pytest.approx(2 / expected["expected"], rel=1e-3)
+    assert f"updates: expected {expected['expected']:,.0f} at start-up" in caplog.text
     saved = yaml.safe_load((tmp_path / "run" / "train_config.yaml").read_text())
     assert saved["model"]["dropout"] == 0.2  # a resumed run reads the number
     assert json.loads((tmp_path / "run" / "config.json").read_text())["config"]["dropout"] == 0.2
@@ -220,3 +227,31 @@ def test_a_number_wins_over_the_rule(tmp_path, monkeypatch):
     auto = write_config(tmp_path / "auto.yaml", "auto")
     assert main(["train", str(auto), "--out", str(tmp_path / "run2"), "--set", "model.dropout=0.25"]) == 0
     assert json.loads((tmp_path / "run2" / "config.json").read_text())["config"]["dropout"] == 0.25
+
+
+def test_on_a_gpu_the_batch_is_the_largest_that_fits_and_gives_enough_updates(monkeypatch, caplog):
+    config = auto_config(batch_tokens="auto", max_minutes=60.0)
+    data = prepare_data(config.data)
+    probed, timed_with = [], []
+
+    def fake_probe(build_model, batch, batch_tokens, loss_fn, smoothing, device):
+        probed.append(batch_tokens)
+        return MemoryFit(free_bytes=8e9, fixed_bytes=1e9, bytes_per_token=2e5)  # room for 27,000 tokens
+
+    def fast_timing(model, batches, loss_fn, smoothing, device, precisions, **kwargs):
+        timed_with.append(config.train.batch_tokens)
+        return {p: (1.0, 10**7) for p in precisions}  # plenty of updates with any batch
+
+    monkeypatch.setattr(auto_settings, "measure_training_steps", fast_timing)
+    take_auto_settings(config)
+    with caplog.at_level(logging.INFO, logger="aiayn.training.auto_settings"):
+        choice = choose_auto_settings(
+            config, ("train.batch_tokens", "model.dropout"),
+            lambda: Transformer(build_model_config(config, data.tokenizers)), data.train, translation_loss,
+            torch.device("cpu"), DistContext(), memory_probe=fake_probe,
+        )
+    assert probed == [3000]  # one step of the smallest batch measures the memory
+    assert timed_with == [24576]  # timed with the largest that fits
+    assert choice.batch_tokens == 24576 == config.train.batch_tokens
+    assert set(choice.steps) == {24576, 16384, 12288, 8192, 6144, 4096, 3000}
+    assert "batches of up to 24,576 tokens fit in 8.0 GB free" in caplog.text

@@ -7,7 +7,7 @@ import torch
 
 from aiayn.model import Transformer
 from aiayn.training.checkpoint import STATE_FILE, list_checkpoints, load_training_state
-from aiayn.training.clock import TrainClock
+from aiayn.training.clock import TrainClock, validation_allowance
 from aiayn.training.loss import translation_loss
 from aiayn.training.run_dir import prepare_run_dir
 from aiayn.training.trainer import Trainer
@@ -108,3 +108,30 @@ def test_a_checkpoint_written_before_the_clock_still_resumes(tmp_path, make_conf
     resumed.fit()
     assert resumed.state.step == 6 and resumed.clock.elapsed_s() == 42.0
     assert load_training_state(list_checkpoints(run_dir)[-1])["clock"]["elapsed_s"] == 42.0
+
+
+def test_the_validations_share_of_the_training_time_carries_over():
+    # 100 s in, nothing validated yet: 10% of it; 5 s spent before: 10% of the 95 s trained, less the 5.
+    assert validation_allowance(0.1, 100.0, 0.0) == pytest.approx(10.0)
+    assert validation_allowance(0.1, 100.0, 5.0) == pytest.approx(4.5)
+    assert validation_allowance(0.1, 100.0, 5.0, this_far_s=1.0) == pytest.approx(3.4)  # its loss
+    assert validation_allowance(0.1, 20.0, 15.0) == 0.0  # overspent: nothing, never negative
+
+
+def test_the_trainer_gives_each_validation_what_is_left_of_its_share(tmp_path, make_config, one_thread):
+    time = FakeTime()
+    config = make_config(max_steps=4, eval_every=2, bleu_time_share=0.25, compile="false")
+    trainer = clocked_trainer(config, tmp_path / "run", time)
+    given = []
+
+    def half_second_metrics(model, allowance_s=None):
+        given.append(allowance_s)
+        time.now += 0.5
+        return {}
+
+    trainer.evaluate = half_second_metrics
+    trainer.fit()
+    # Step 2 at 4 s: 25% of 4 s; step 4 at 8.5 s, 8 s of it trained: 2 s, less the 0.5 s spent.
+    assert given == pytest.approx([1.0, 1.5])
+    assert trainer.state.validation_s == pytest.approx(1.0)
+    assert load_training_state(list_checkpoints(tmp_path / "run")[-1])["train_state"]["validation_s"] == 1.0

@@ -7,6 +7,7 @@ import logging
 import pytest
 import torch
 
+from aiayn.core.errors import ConfigError
 from aiayn.data.batching import make_batch
 from aiayn.data.special_tokens import TRAINED_SPECIALS
 from aiayn.model import ModelConfig, Transformer
@@ -17,6 +18,7 @@ from aiayn.training import precision as precision_module
 from aiayn.training.distributed import DistContext
 from aiayn.training.loss import translation_loss
 from aiayn.training.precision import choose_precision, measure_precision, pick_fastest, time_precisions
+from aiayn.training.trainer import Trainer
 
 from .conftest import tiny_config
 
@@ -154,3 +156,100 @@ def test_cpu_flags_decide_only_whether_bf16_is_worth_measuring(monkeypatch):
     assert not device_module.bf16_worth_measuring(torch.device("cpu"))
     cpu_with("Features\t: fp asimd bf16 sve\n")  # Arm
     assert device_module.bf16_worth_measuring(torch.device("cpu"))
+
+
+# ------------------------------------------------------------------ the whole step is timed
+class TimedData:
+    """A dataset whose first batch costs 1 s (an epoch's shuffle), the others 0.1 s each."""
+
+    def __init__(self, clock: FakeClock, batches: list) -> None:
+        self.clock, self.items = clock, batches
+
+    def batches(self, batch_tokens, shuffle, seed, epoch):
+        for i, batch in enumerate(self.items):
+            self.clock.now += 1.0 if i == 0 else 0.1
+            yield batch
+
+
+def test_the_timing_covers_the_update_and_the_batches_drawing(monkeypatch, one_thread):
+    model, batches = tiny_model_and_batches()
+    clock = FakeClock()
+    data = TimedData(clock, batches * 3)
+    drawn, draw_s = precision_module.timed_probe_batches(data, 400, 1, 4, timer=clock)
+    assert len(drawn) == 4 and draw_s == pytest.approx(0.1)  # the epoch's set-up counts once
+    adam_step = torch.optim.Adam.step
+
+    def quarter_second_update(self, *args, **kwargs):
+        clock.now += 0.25
+        return adam_step(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.optim.Adam, "step", quarter_second_update)
+    weights = {k: v.clone() for k, v in model.state_dict().items()}
+    totals = precision_module.measure_training_steps(
+        model, batches, clocked_loss(clock, {"fp32": 0.5, "bf16": 0.5}), 0.1, torch.device("cpu"), ["fp32"],
+        timer=clock, overhead_s=draw_s,
+    )
+    # Three timed rounds of forward/backward (0.5 s), an update (0.25 s) and drawing a batch (0.1 s).
+    assert totals["fp32"] == (pytest.approx(3 * 0.85), 52)
+    assert all(torch.equal(weights[k], v) for k, v in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+
+
+# ------------------------------------------------------------------ precisions of a CUDA GPU
+CUDA = torch.device("cuda")  # a device object only: nothing runs on it here
+
+
+@pytest.mark.parametrize("precision", ["fp16", "tf32"])
+def test_cuda_only_precisions_are_refused_on_a_cpu_naming_the_fix(tmp_path, precision):
+    refused = f"train.precision={precision} needs a CUDA GPU.*set train.precision"
+    with pytest.raises(ConfigError, match=refused):
+        precision_module.check_precision(precision, torch.device("cpu"))
+    precision_module.check_precision(precision, CUDA)
+    model, _ = tiny_model_and_batches()
+    config = config_from_dict(tiny_config(precision=precision))
+    with pytest.raises(ConfigError, match="needs a CUDA GPU"):
+        Trainer(config, model, None, None, tmp_path, loss_fn=translation_loss)
+
+
+def test_auto_times_what_the_device_offers_and_picks_the_fastest():
+    assert precision_module.precision_candidates(CUDA, True) == ["fp32", "tf32", "bf16"]
+    assert precision_module.precision_candidates(CUDA, False) == ["fp32", "tf32", "fp16"]
+    assert precision_module.precision_candidates(torch.device("cpu"), True) == ["fp32", "bf16"]
+    assert precision_module.precision_candidates(torch.device("cpu"), False) == ["fp32"]
+    three = {"fp32": (1.0, 1000), "tf32": (1.0, 3000), "bf16": (1.0, 5000)}
+    assert pick_fastest(three) == "bf16"
+    assert pick_fastest(three | {"bf16": (1.0, 2000)}) == "tf32"
+    assert pick_fastest({"fp32": (1.0, 1000), "tf32": (1.0, 1040), "bf16": (1.0, 900)}) == "fp32"
+
+
+def test_tf32_sets_the_matmul_precision_for_the_step_and_restores_it():
+    before = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    with precision_module.precision_context("tf32", CUDA):
+        assert torch.get_float32_matmul_precision() == "high" and torch.backends.cudnn.allow_tf32
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
+    with pytest.raises(RuntimeError), precision_module.precision_context("tf32", CUDA):
+        raise RuntimeError("a failed step")
+    assert (torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32) == before
+    for precision, device in (("bf16", CUDA), ("tf32", torch.device("cpu"))):
+        with precision_module.precision_context(precision, device):
+            assert torch.get_float32_matmul_precision() == before[0]
+
+
+def test_fp16_autocasts_and_scales_and_attention_kernels_are_chosen_on_cuda_only():
+    with device_module.autocast("fp16", torch.device("cpu")):
+        assert torch.get_autocast_dtype("cpu") == torch.float16 and torch.is_autocast_enabled("cpu")
+    with device_module.autocast("tf32", torch.device("cpu")):
+        assert not torch.is_autocast_enabled("cpu")
+    assert precision_module.grad_scaler("fp16", torch.device("cpu")) is None
+    assert precision_module.grad_scaler("bf16", CUDA) is None
+    assert precision_module.attention_backends(torch.device("cpu")) is None
+    names = [backend.name for backend in precision_module.attention_backends(CUDA)]
+    assert names == ["FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH"]  # no cuDNN
+
+
+def test_a_cuda_run_holds_attention_to_the_flash_and_memory_efficient_kernels():
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    with precision_module.attention_context(CUDA):
+        assert not torch.backends.cuda.cudnn_sdp_enabled()
+        assert torch.backends.cuda.flash_sdp_enabled() and torch.backends.cuda.mem_efficient_sdp_enabled()
+    assert torch.backends.cuda.cudnn_sdp_enabled() == before

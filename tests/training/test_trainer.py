@@ -31,7 +31,7 @@ def scripted_trainer(config, run_dir, metric: Metric) -> Trainer:
         data.valid,
         run_dir,
         loss_fn=translation_loss,
-        evaluate=lambda _model: {metric.name: next(scores)},
+        evaluate=lambda _model, **_caps: {metric.name: next(scores)},
         metrics=(metric,),
     )
 
@@ -56,3 +56,37 @@ def test_a_metric_the_task_does_not_report_is_refused(tmp_path, make_config):
     config = make_config(validation_metric="bleu")
     with pytest.raises(ConfigError, match="train.validation_metric must be one of loss, ppl, score"):
         scripted_trainer(config, tmp_path / "run", Metric("score", True))
+
+
+def test_a_gradient_scaler_step_is_the_unscaled_step_and_an_overflow_only_lowers_the_scale(
+    tmp_path, make_config, one_thread
+):
+    """fp16's path through `train_step` (CUDA's; a CPU scaler here, on fp32 arithmetic): scaling by a
+    power of two and back changes no bit of the update, and an overflow skips the step and halves
+    the scale without counting as a bad step."""
+    config = make_config()
+
+    def trainer_at(scale: float | None, name: str) -> Trainer:
+        trainer = scripted_trainer(config, tmp_path / name, Metric("score", True))
+        trainer.scaler = None if scale is None else torch.amp.GradScaler("cpu", init_scale=scale)
+        return trainer
+
+    batches = [next(iter(trainer_at(None, "probe").train_data.batches(400, shuffle=False)))]
+    plain, scaled = trainer_at(None, "plain"), trainer_at(2.0**10, "scaled")
+    for trainer in (plain, scaled):
+        torch.manual_seed(5)  # the same dropout
+        assert trainer.train_step(batches, elapsed_s=0.0) is not None
+    pairs = zip(plain.model.parameters(), scaled.model.parameters(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+    overflowing = trainer_at(2.0**100, "overflow")
+
+    def huge_loss(model, batch, smoothing):  # gradients of ~1e30, x 2^100: past float32's range
+        loss, count = translation_loss(model, batch, smoothing)
+        return loss * 1e30, count
+
+    overflowing.step_loss = huge_loss
+    before = [p.detach().clone() for p in overflowing.model.parameters()]
+    assert overflowing.train_step(batches, elapsed_s=0.0) is None
+    assert overflowing.scaler.get_scale() == 2.0**99 and overflowing.state.skipped_steps == 0
+    assert overflowing.state.step == 0 and overflowing.consecutive_bad_steps == 0
+    assert all(torch.equal(a, b) for a, b in zip(before, overflowing.model.parameters(), strict=True))

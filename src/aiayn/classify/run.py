@@ -155,8 +155,11 @@ class ClassifyTask(OneTokenizerTask[ClassifyData]):
     def loss(self, model: nn.Module, batch: ClassBatch, smoothing: float) -> tuple[Tensor, int]:
         return classification_loss(model, batch, smoothing)
 
-    def validation_metrics(self, model: nn.Module, config: RunConfig, data: ClassifyData) -> dict[str, float]:
-        """Accuracy on the validation split (when there is one)."""
+    def validation_metrics(
+        self, model: nn.Module, config: RunConfig, data: ClassifyData, allowance_s: float | None = None
+    ) -> dict[str, float]:
+        """Accuracy on the validation split (when there is one); one scoring pass, nothing decoded,
+        so no time cap applies (`allowance_s` is for decoding tasks)."""
         return {"accuracy": accuracy(model, data.valid, config.train.batch_tokens)} if data.valid else {}
 
     def final_results(

@@ -46,6 +46,15 @@ from ~17 epochs, 0.3 still improves at ~36."""
 BATCH_TOKENS_CHOICES: tuple[int, ...] = (3000, 1500)
 """What `train.batch_tokens: auto` chooses from, largest first (Multi30k)."""
 
+GPU_BATCH_TOKENS_CHOICES: tuple[int, ...] = (65536, 49152, 32768, 24576, 16384, 12288, 8192, 6144, 4096, 3000)
+"""What `train.batch_tokens: auto` chooses from on a CUDA GPU, largest first: up to 64k padded
+tokens (the paper's steps held ~25k source + ~25k target tokens, Sec. 5.1), those that fit in
+memory (`batches_that_fit`); the updates rule (`batch_tokens_for_steps`) then picks among them."""
+
+MEMORY_HEADROOM = 0.8
+"""A batch must fit in this share of the GPU memory free at start-up (the allocator's
+fragmentation and the validation's decoding take the rest)."""
+
 ENOUGH_STEPS = 4000
 """Updates within the budget that a larger batch must still give to be chosen over a smaller one
 (Multi30k: the fast machine's ~6,400 updates of 3000 tokens and one fp32 thread's ~2,300 lie on
@@ -78,9 +87,11 @@ EVAL_SHARE, MIN_STEPS_BETWEEN_VALIDATIONS, MAX_EVAL_SHARE = 0.06, 50, 0.5
 least 50 updates apart (at most every half run)."""
 
 VALIDATION_TIME_SHARE = 0.10
-"""The share of the run that the validations' BLEU decoding may take together. It assumes outputs
-of about the references' length: a model too slow to converge in its budget decodes up to the
-length limit, and its validations take several times the share (the Tatoeba grid's `base`)."""
+"""The share of the training time that the validations may take together (the default of
+`train.bleu_time_share`, which caps it: `aiayn.translation.validation`), so at most 0.1 / 1.1 =
+9.1% of a run's budget. `bleu_sentences_for_run` plans for outputs of about the references'
+length; a model too slow to converge in its budget decodes longer ones (before the caps, the
+Tatoeba grid's `base` spent 43.6% of its run validating), and the caps stop it."""
 
 DECODE_TOKENS_PER_TRAIN_TOKEN = 1.0
 """Target tokens greedy validation decodes per second, per target token trained per second
@@ -160,6 +171,17 @@ def batch_tokens_for_steps(steps_by_batch: dict[int, float]) -> int:
     return max(batch for batch, steps in steps_by_batch.items() if steps >= most * (1 - 1e-9))
 
 
+def batches_that_fit(
+    candidates: tuple[int, ...], free_bytes: float, fixed_bytes: float, bytes_per_token: float,
+    headroom: float = MEMORY_HEADROOM,
+) -> tuple[int, ...]:
+    """The `candidates` (padded tokens per batch) whose training step fits in `headroom` of
+    `free_bytes`: `fixed_bytes` (weights, gradients, Adam's moments) plus `bytes_per_token` for each
+    padded token (activations, measured by a step); at least the smallest candidate."""
+    fits = tuple(b for b in candidates if fixed_bytes + b * bytes_per_token <= headroom * free_bytes)
+    return fits or (min(candidates),)
+
+
 def preset_cost(preset: str, vocab_size: int) -> float:
     """Multiply-adds per target token of a training step, relative units: the weights a token
     passes through (encoder and decoder layers, the output projection over the vocabulary)."""
@@ -200,13 +222,14 @@ def eval_every_for_updates(updates: float) -> str:
 
 
 def bleu_sentences_for_run(
-    valid_pairs: int, mean_tgt_tokens: float, tokens_per_s: float, run_s: float, validations: int
+    valid_pairs: int, mean_tgt_tokens: float, tokens_per_s: float, run_s: float, validations: int,
+    share: float = VALIDATION_TIME_SHARE,
 ) -> int:
     """Validation sentences decoded for BLEU: as many as `validations` greedy decodings can take
-    within `VALIDATION_TIME_SHARE` of `run_s` seconds, at `DECODE_TOKENS_PER_TRAIN_TOKEN` times the
+    within `share` of `run_s` seconds of training, at `DECODE_TOKENS_PER_TRAIN_TOKEN` times the
     training speed (target tokens/s) for sentences of `mean_tgt_tokens` (+1 for <eos>); at
     least `MIN_BLEU_SENTENCES`, at most all `valid_pairs`."""
-    seconds = VALIDATION_TIME_SHARE * run_s / max(validations, 1)
+    seconds = share * run_s / max(validations, 1)
     fits = int(seconds * DECODE_TOKENS_PER_TRAIN_TOKEN * tokens_per_s / (mean_tgt_tokens + 1))
     return min(valid_pairs, max(MIN_BLEU_SENTENCES, fits))
 
@@ -214,6 +237,13 @@ def bleu_sentences_for_run(
 def validation_split_size(pairs: int) -> int:
     """Pairs split off a training corpus of `pairs` pairs as its validation set."""
     return min(MAX_SPLIT, max(round(SPLIT_SHARE * pairs), min(MIN_SPLIT, pairs // 10)))
+
+
+def training_seconds(budget_s: float, validation_share: float) -> float:
+    """The training time of a run of `budget_s` seconds whose validations take `validation_share`
+    of the training time (`train.bleu_time_share`: they may take that much, and the rules
+    plan for it); the clock counts both."""
+    return budget_s / (1.0 + validation_share)
 
 
 def expected_epochs(
@@ -259,6 +289,8 @@ class Run(NamedTuple):
     tokens_per_s: Callable[[str], float]
     target_per_batch: Callable[[int], float]
     batches_per_epoch: Callable[[int], int]
+    validation_share: float = 0.0  # of the training time: validations that decode (`training_seconds`)
+    batch_candidates: tuple[int, ...] = BATCH_TOKENS_CHOICES  # what `train.batch_tokens: auto` picks from
 
 
 class Plan(NamedTuple):
@@ -284,15 +316,17 @@ def plan_auto(auto: tuple[str, ...], profile: CorpusProfile | None, run: Run) ->
     not in `auto` keeps the value `run` gives."""
     choices = []
 
+    budget_s = None if run.budget_s is None else training_seconds(run.budget_s, run.validation_share)
+
     def epochs_with(preset: str, batch: int) -> float:
         return expected_epochs(
             run.tokens_per_s(preset), run.target_per_batch(batch), run.batches_per_epoch(batch),
-            budget_s=run.budget_s, max_steps=run.max_steps, max_epochs=run.max_epochs,
+            budget_s=budget_s, max_steps=run.max_steps, max_epochs=run.max_epochs,
             batches_per_step=run.batches_per_step,
         )
 
     preset = run.preset
-    candidates = BATCH_TOKENS_CHOICES if "train.batch_tokens" in auto else (int(run.batch_tokens),)
+    candidates = run.batch_candidates if "train.batch_tokens" in auto else (int(run.batch_tokens),)
     if "model.preset" in auto:
         if profile is None:
             raise ConfigError("model.preset auto needs a translation corpus to measure")
@@ -329,7 +363,7 @@ def plan_auto(auto: tuple[str, ...], profile: CorpusProfile | None, run: Run) ->
             validations = int(updates // max(int(eval_every), 1)) + 1
         run_s = updates * run.batches_per_step * run.target_per_batch(batch) / run.tokens_per_s(preset)
         sentences = bleu_sentences_for_run(profile.valid_pairs, profile.mean_tgt, run.tokens_per_s(preset),
-                                           run_s, validations)
+                                           run_s, validations, run.validation_share or VALIDATION_TIME_SHARE)
         reason = (f"{profile.valid_pairs:,} validation pairs, {validations} validations in "
                   f"{run_s / 60:,.1f} minutes")
         choices.append(Choice("train.bleu_max_sentences", sentences, reason))
@@ -380,6 +414,7 @@ def estimated_plan(
         tokens_per_s=estimated_speed(small_tokens_per_s, vocab),
         target_per_batch=target_per_batch,
         batches_per_epoch=lambda b: math.ceil(train_pairs * (mean_tgt + 1) / target_per_batch(b)),
+        validation_share=VALIDATION_TIME_SHARE,
     )
     plan = plan_auto(AUTO_ORDER, profile, run)
     return plan._replace(choices=[Choice("data.vocab_size", vocab, f"{pairs:,} pairs"), *plan.choices])

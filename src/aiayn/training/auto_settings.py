@@ -8,7 +8,10 @@ right for one corpus at one speed only. These settings may be `auto`:
   (`choose_vocab_size`, called by the data preparation);
 - `model.preset`: by the corpus pairs and the target tokens the `small` model would see;
 - `train.batch_tokens`: a slow run is short of updates; on a CPU a smaller batch trains about as
-  many tokens per second, so halving it doubles the updates in the same time;
+  many tokens per second, so halving it doubles the updates in the same time; on a CUDA GPU the
+  choices go up to 64k tokens, those whose training step fits in memory with headroom (one step
+  measured: `gpu_batch_candidates`), and the same rule picks the largest that gives enough
+  updates (the learning rate follows the schedule's rule for the steps, warmup the updates);
 - `model.dropout`: by the epochs the run will reach (few: under-fits with strong dropout; many:
   over-fits with weak);
 - `train.warmup`, `train.eval_every`: by the updates the run will reach;
@@ -41,11 +44,14 @@ from aiayn.training.auto_rules import (  # noqa: F401  (the rules, re-exported f
     BATCH_TOKENS_CHOICES,
     DROPOUT_RULE,
     ENOUGH_STEPS,
+    GPU_BATCH_TOKENS_CHOICES,
+    MEMORY_HEADROOM,
     TIMED_PRESET,
     Choice,
     CorpusProfile,
     Run,
     batch_tokens_for_steps,
+    batches_that_fit,
     dropout_for_epochs,
     expected_epochs,
     plan_auto,
@@ -55,7 +61,14 @@ from aiayn.training.config import RunConfig
 from aiayn.training.data_settings import DataSettings
 from aiayn.training.device import bf16_worth_measuring
 from aiayn.training.distributed import DistContext, broadcast_object
-from aiayn.training.precision import measure_training_steps, pick_fastest, probe_batches
+from aiayn.training.memory import MemoryFit, cuda_memory_probe
+from aiayn.training.precision import (
+    measure_training_steps,
+    pick_fastest,
+    precision_candidates,
+    probe_batches,
+    timed_probe_batches,
+)
 
 log = logging.getLogger(__name__)
 
@@ -141,9 +154,11 @@ class _Timings:
     `build_model()` makes the model)."""
 
     def __init__(self, config: RunConfig, build_model: Callable[[], nn.Module], batches: list[Any],
-                 loss_fn: Callable[..., tuple[torch.Tensor, int]], device: torch.device, dist: DistContext):
+                 loss_fn: Callable[..., tuple[torch.Tensor, int]], device: torch.device, dist: DistContext,
+                 overhead_s: float = 0.0):
         self.config, self.build_model, self.batches = config, build_model, batches
         self.loss_fn, self.device, self.dist = loss_fn, device, dist
+        self.overhead_s = overhead_s  # the loop's seconds per batch besides the step (drawing it)
         self.rates: dict[str, dict[str, float]] = {}
         self.precision: dict[str, str] = {}
 
@@ -162,9 +177,9 @@ class _Timings:
         if train.precision != "auto":
             precisions = [train.precision]
         else:
-            precisions = ["fp32", "bf16"] if bf16_worth_measuring(self.device) else ["fp32"]
+            precisions = precision_candidates(self.device, bf16_worth_measuring(self.device))
         totals = measure_training_steps(model, self.batches, self.loss_fn, train.label_smoothing, self.device,
-                                        precisions)
+                                        precisions, overhead_s=self.overhead_s)
         del model
         self.precision[preset] = pick_fastest(totals) if train.precision == "auto" else train.precision
         self.rates[preset] = {
@@ -184,6 +199,7 @@ def choose_auto_settings(
     device: torch.device,
     dist: DistContext,
     profile: CorpusProfile | None = None,
+    memory_probe: MemoryProbe | None = None,
 ) -> AutoChoice:
     """Set the settings named in `auto` (from `take_auto_settings`) in `config` to the rules'
     choices for this corpus (`profile`, from `profile_corpus`) and machine (rank 0's, on every
@@ -197,10 +213,16 @@ def choose_auto_settings(
     tokens per second.
     """
     train = config.train
-    batches = probe_batches(train_data, train.batch_tokens, train.seed)
+    candidates = BATCH_TOKENS_CHOICES
+    if memory_probe is None and device.type == "cuda":
+        memory_probe = cuda_memory_probe
+    if "train.batch_tokens" in auto and memory_probe is not None:
+        candidates = gpu_batch_candidates(config, build_model, train_data, loss_fn, device, memory_probe)
+        train.batch_tokens = candidates[0]  # the batch the speed is timed with
+    batches, draw_s = timed_probe_batches(train_data, train.batch_tokens, train.seed)
     if not batches:
         raise TrainingError(f"{' and '.join(auto)} auto: no training batches to time the model on")
-    timings = _Timings(config, build_model, batches, loss_fn, device, dist)
+    timings = _Timings(config, build_model, batches, loss_fn, device, dist, draw_s)
     probes: dict[int, float] = {}
 
     def target_per_batch(batch_tokens: int) -> float:
@@ -217,6 +239,7 @@ def choose_auto_settings(
         batch_tokens=train.batch_tokens, eval_every=train.eval_every, tokens_per_s=timings,
         target_per_batch=target_per_batch,
         batches_per_epoch=lambda batch_tokens: train_data.num_batches(batch_tokens, seed=train.seed, epoch=0),
+        validation_share=validation_share(config, profile, auto), batch_candidates=candidates,
     )
     if profile is not None and dist.is_main:
         log.info("corpus: %s", profile.describe())
@@ -230,6 +253,47 @@ def choose_auto_settings(
         apply_choice(config, item)
         log.info(item.describe())
     return choice
+
+
+MemoryProbe = Callable[..., MemoryFit]
+"""`probe(build_model, batch, batch_tokens, loss_fn, label_smoothing, device) -> MemoryFit`
+(`aiayn.training.memory.cuda_memory_probe`; tests pass a fake one)."""
+
+
+def gpu_batch_candidates(
+    config: RunConfig, build_model: Callable[[], nn.Module], train_data: Any,
+    loss_fn: Callable[..., tuple[torch.Tensor, int]], device: torch.device, probe: MemoryProbe,
+) -> tuple[int, ...]:
+    """`GPU_BATCH_TOKENS_CHOICES` that fit in the device's memory with headroom, by one training
+    step of a batch of the smallest choice (`probe`), logged."""
+    train = config.train
+    smallest = min(GPU_BATCH_TOKENS_CHOICES)
+    batch = probe_batches(train_data, smallest, train.seed, count=1)
+    if not batch:
+        raise TrainingError("train.batch_tokens auto: no training batch to measure the memory with")
+    fit = probe(build_model, batch[0], smallest, loss_fn, train.label_smoothing, device)
+    fits = batches_that_fit(GPU_BATCH_TOKENS_CHOICES, fit.free_bytes, fit.fixed_bytes, fit.bytes_per_token)
+    log.info("train.batch_tokens auto: batches of up to %s tokens fit in %.1f GB free (%.0f%% of it, "
+             "%s bytes per token measured, %.1f GB for gradients and Adam's moments)", f"{fits[0]:,}",
+             fit.free_bytes / 1e9, 100 * MEMORY_HEADROOM, f"{fit.bytes_per_token:,.0f}",
+             fit.fixed_bytes / 1e9)
+    return fits
+
+
+def validation_share(config: RunConfig, profile: CorpusProfile | None, auto: tuple[str, ...] = ()) -> float:
+    """The share of the training time the rules expect validations to take: the cap
+    (`train.bleu_time_share`) where the run decodes for BLEU (a translation corpus, sentences to
+    decode: a number other than 0, or 'auto' among `auto`), else 0 (a loss over the validation
+    set costs little beside training)."""
+    train = config.train
+    sentences = "train.bleu_max_sentences" in auto or train.bleu_max_sentences != 0
+    decodes = profile is not None and profile.valid_pairs > 0 and sentences
+    return (train.bleu_time_share or 0.0) if decodes else 0.0
+
+
+def expected_updates(choice: AutoChoice) -> float:
+    """The updates `choice` expected the run to reach (with its batch, within the first budget)."""
+    return choice.steps[choice.batch_tokens]
 
 
 def apply_choice(config: RunConfig, choice: Choice) -> None:

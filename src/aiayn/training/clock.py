@@ -81,3 +81,12 @@ class TrainClock:
         self._earlier_s = float(elapsed)
         if self._started is not None:
             self._started = self.timer()
+
+
+def validation_allowance(share: float, elapsed_s: float, spent_s: float, this_far_s: float = 0.0) -> float:
+    """Seconds a validation may still take so that all validations together take at most `share`
+    of the training time (`train.bleu_time_share`): `elapsed_s` of the run so far (validations
+    included), `spent_s` of it in earlier validations, `this_far_s` in this one already (its loss).
+    What an earlier validation left unused carries over; never below 0."""
+    training_s = elapsed_s - spent_s - this_far_s
+    return max(0.0, share * training_s - spent_s - this_far_s)

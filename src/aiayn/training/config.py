@@ -72,7 +72,8 @@ class TrainConfig:
     schedule_follows_budget: bool = setting(True, help="the learning-rate decay follows the clock too")
     batch_tokens: int | str = setting(
         4096, range=POSITIVE_INT, auto=True,
-        help="padded positions per batch, at most; 'auto': 3000 or 1500 by the updates the budget allows",
+        help="padded positions per batch, at most; 'auto': 3000 or 1500 by the updates the budget allows "
+        "(on a CUDA GPU: the largest of 3000..65536 that fits in memory and still gives enough updates)",
     )
     accumulate: int = setting(1, range=POSITIVE_INT, help="batches per optimiser step")
     schedule: str = setting(
@@ -93,7 +94,15 @@ class TrainConfig:
     weight_decay: float = setting(0.0, range=NON_NEGATIVE, help="AdamW weight decay")
     clip_grad_norm: float | None = setting(1.0, range=POSITIVE, help="gradient norm clip (None: off)")
     precision: str = setting(
-        "auto", choices=("auto", "fp32", "bf16"), help="'auto': the faster of the two, measured at start-up"
+        "auto", choices=("auto", "fp32", "bf16", "tf32", "fp16"),
+        help="'bf16'/'fp16': autocast (fp16 with a gradient scaler; CUDA only), 'tf32': fp32 tensors, TF32 "
+        "matmuls (CUDA only); 'auto': the fastest this device offers, measured at start-up "
+        "(aiayn.training.precision)"
+    )
+    compile: str = setting(
+        "auto", choices=("auto", "true", "false"),
+        help="forward, loss and backward under torch.compile; 'auto': where a start-up timing says it pays "
+        "over the run's budget, compile time included (aiayn.training.compiled_step)",
     )
     device: str = setting(
         "auto", help="'cpu', 'cuda', 'cuda:1', 'mps'...; 'auto' is CUDA when available, else the CPU"
@@ -121,6 +130,17 @@ class TrainConfig:
         help="validation sentences decoded for BLEU (None: all; 'auto': by the time a validation may take)",
     )
     bleu_beam: int = setting(1, range=POSITIVE_INT, help="beam size of validation decoding")
+    bleu_time_share: float | None = setting(
+        0.1, range=Range(low=0, high=1, low_open=True),
+        help="validations may take this share of the training time, all together: BLEU decoding stops "
+        "early (after 200 sentences) where it would pass it, and says so (None: no cap; "
+        "aiayn.translation.validation)",
+    )
+    bleu_max_len_extra: int | str = setting(
+        "auto", range=NON_NEGATIVE_INT, auto=True,
+        help="validation outputs stop at source + this many tokens; 'auto': by the references' lengths "
+        "(99th percentile of reference - source, + 5, at most 50: aiayn.translation.validation)",
+    )
     test_max_sentences: int | None = setting(
         None, range=NON_NEGATIVE_INT, help="test sentences decoded at the end (None: all)"
     )
@@ -154,6 +174,8 @@ class TrainConfig:
     )
 
     def __post_init__(self) -> None:
+        if isinstance(self.compile, bool):  # YAML's `compile: true`
+            self.compile = "true" if self.compile else "false"
         validate(self, "train")
         for key in ("freeze", "report_to"):
             value = getattr(self, key)

@@ -50,12 +50,18 @@ def bf16_worth_measuring(device: torch.device) -> bool:
 
 
 def resolve_precision(precision: str, device: torch.device) -> str:
-    """'fp32'/'bf16' pass through; 'auto' is 'fp32' until `aiayn.training.precision` measures."""
+    """A precision set by hand passes through; 'auto' is 'fp32' until `aiayn.training.precision`
+    measures."""
     return "fp32" if precision == "auto" else precision
 
 
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+"""Precisions that run the forward pass under autocast, and its dtype ('fp32' and 'tf32' keep
+fp32 tensors; 'tf32' changes how CUDA multiplies them: `aiayn.training.precision.precision_context`)."""
+
+
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
-    """bf16 autocast context for 'bf16', a no-op for 'fp32'."""
-    if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    """Autocast context for 'bf16' and 'fp16', a no-op for 'fp32' and 'tf32'."""
+    if precision in AUTOCAST_DTYPES:
+        return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[precision])
     return contextlib.nullcontext()

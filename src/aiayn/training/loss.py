@@ -98,6 +98,10 @@ class _ProjectedLabelSmoothedNLL(torch.autograd.Function):
         return grad_hidden * grad_loss, (grad_weight * grad_loss).to(ctx.weight_dtype), None, None, None, None
 
 
+# Under `torch.compile` (`aiayn.training.compiled_step`) this runs as written, outside the graphs:
+# its loop over slices would fix the number of rows N in a graph, one graph per batch; it is matmuls
+# and a log-softmax already, with its gradient worked out in the same pass.
+@torch.compiler.disable
 def projected_label_smoothed_nll(
     hidden: Tensor, weight: Tensor, labels: Tensor, smoothing: float = 0.1
 ) -> Tensor:
@@ -124,12 +128,13 @@ def translation_loss(model: nn.Module, batch: Batch, smoothing: float) -> tuple[
     output_mask = batch.labels != batch.pad_id  # (B, T): the positions to predict
     hidden = model(batch.src, batch.tgt_in, output_mask=output_mask, return_hidden=True)  # (N, D)
     projection = getattr(model, "module", model).output_projection  # the model inside DDP's wrapper
+    # A variable of its own, not an argument: where `torch.compile` breaks its graph (a mask's
+    # selection has a data-dependent size), what follows then takes that size as a dynamic one.
+    labels = batch.labels[output_mask]  # (N,)
     if projection.bias is not None:  # an imported Marian model's logits bias: the plain projection
         logits = projection(hidden)  # (N, V)
-        loss = label_smoothed_nll(logits, batch.labels[output_mask], smoothing, batch.pad_id)
-        return loss, batch.num_targets
-    loss = projected_label_smoothed_nll(hidden, projection.weight, batch.labels[output_mask], smoothing)
-    return loss, batch.num_targets
+        return label_smoothed_nll(logits, labels, smoothing, batch.pad_id), batch.num_targets
+    return projected_label_smoothed_nll(hidden, projection.weight, labels, smoothing), batch.num_targets
 
 
 def validation_loss(

@@ -40,6 +40,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -175,3 +176,37 @@ def check_training_fits(
         "available; choose a smaller model.preset or a smaller model.d_model, model.d_ff or "
         "number of layers"
     )
+
+
+class MemoryFit(NamedTuple):
+    """What a batch's fit in a GPU's memory is computed from (`auto_rules.batches_that_fit`)."""
+
+    free_bytes: float  # free on the device with the model on it
+    fixed_bytes: float  # what training adds whatever the batch: gradients and Adam's two moments
+    bytes_per_token: float  # activations (and the step's temporaries) per padded token of a batch
+
+
+def cuda_memory_probe(
+    build_model: Callable[[], nn.Module], batch: Any, batch_tokens: int,
+    loss_fn: Callable[..., tuple[torch.Tensor, int]], label_smoothing: float, device: torch.device,
+) -> MemoryFit:
+    """One fp32 training step (forward and backward, the largest activations of any precision) of
+    a fresh model on `batch`, drawn with `batch_tokens` padded tokens at most, on a CUDA `device`:
+    the memory it peaked at above the model's weights, per padded token."""
+    model = build_model().to(device)
+    try:
+        torch.cuda.synchronize(device)
+        free, _total = torch.cuda.mem_get_info(device)
+        weights = sum(p.numel() * p.element_size() for p in model.parameters())
+        torch.cuda.reset_peak_memory_stats(device)
+        before = torch.cuda.memory_allocated(device)
+        with torch.random.fork_rng(devices=[device]):
+            loss, _ = loss_fn(model, batch.to(device), label_smoothing)
+            loss.backward()
+        torch.cuda.synchronize(device)
+        peak = torch.cuda.max_memory_allocated(device) - before
+    finally:
+        del model
+        torch.cuda.empty_cache()
+    per_token = max(0.0, peak - weights) / max(batch_tokens, 1)  # the gradients are counted as fixed
+    return MemoryFit(float(free), 3.0 * weights, per_token)

@@ -2,9 +2,11 @@
 
 Whether bf16 autocast pays off depends on the CPU or GPU, the model's width and the batch
 shapes, so no flag list predicts it (an AVX-512 BF16 CPU can run bf16 matmuls at half the
-fp32 rate). At start-up, `measure_precision` times the model's own training step (forward and
-backward over a few real training batches, no optimizer update) in each candidate precision,
-alternating, logs both rates and returns the faster. bf16 must win by `margin` (default 5%):
+fp32 rate). At start-up, `measure_precision` times the model's own training step (the whole
+step over a few real training batches: forward, backward, clipping and an Adam update, as the
+`Trainer` takes it) in each candidate precision, alternating, logs both rates and returns the
+faster. The same timing gives `auto`'s expected updates (`aiayn.training.auto_settings`).
+A reduced precision must win by `margin` (default 5%):
 it rounds more, so a tie goes to fp32. The timing leaves the weights, the gradients and the
 random number generators as it found them, so training continues exactly as it would have
 with that precision set by hand.
@@ -15,14 +17,16 @@ holds (`use_float32_attention`), computes Eq. 1 in float32 inside a CPU bf16 aut
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import torch
 from torch import nn
 
+from aiayn.core.errors import ConfigError
 from aiayn.model.attention import scaled_dot_product_attention
 from aiayn.model.multi_head_attention import MultiHeadAttention
 from aiayn.training.config import TrainConfig
@@ -103,10 +107,12 @@ def time_precisions(
 
 
 def pick_fastest(totals: dict[str, tuple[float, int]], margin: float = 0.05) -> str:
-    """'bf16' when its tokens per second beat fp32's by more than `margin`, else 'fp32'."""
+    """The precision with the most tokens per second when it beats fp32's by more than `margin`
+    (a reduced precision rounds more, so a near tie goes to fp32), else 'fp32'."""
     rates = {precision: tokens / max(seconds, 1e-12) for precision, (seconds, tokens) in totals.items()}
-    if "bf16" in rates and rates["bf16"] > (1.0 + margin) * rates.get("fp32", 0.0):
-        return "bf16"
+    fastest = max((p for p in rates if p != "fp32"), key=rates.__getitem__, default="fp32")
+    if fastest != "fp32" and rates[fastest] > (1.0 + margin) * rates.get("fp32", 0.0):
+        return fastest
     return "fp32"
 
 
@@ -117,14 +123,24 @@ def training_step_runner(
     label_smoothing: float,
     device: torch.device,
 ) -> Callable[[str, int], int]:
-    """`run_step(precision, round)`: forward and backward over `batches[round % len]`, no update."""
-    on_device = [batch.to(device) for batch in batches]
+    """`run_step(precision, round)`: one whole training step on `batches[round % len]`, as the
+    `Trainer` takes it: the batch copied to `device`, forward and backward, the loss read on the
+    host, the gradient norm clipped, and an update by an Adam like the Trainer's (fused on CPU
+    and CUDA) at learning rate 0, its moments thrown away afterwards. The caller restores the
+    weights (`measure_training_steps`)."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.Adam(params, lr=0.0, fused=device.type in ("cpu", "cuda")) if params else None
 
     def run_step(precision: str, round_: int) -> int:
-        batch = on_device[round_ % len(on_device)]
-        with autocast(precision, device):
-            loss, num_tokens = loss_fn(model, batch, label_smoothing)
-        loss.backward()
+        batch = batches[round_ % len(batches)].to(device, non_blocking=True)
+        with precision_context(precision, device):
+            with autocast(precision, device):
+                loss, num_tokens = loss_fn(model, batch, label_smoothing)
+            loss.backward()
+        float(loss.detach())  # the Trainer reads every step's loss on the host
+        float(torch.nn.utils.clip_grad_norm_(params, 1.0))
+        if optimizer is not None:
+            optimizer.step()
         if device.type == "cuda":
             torch.cuda.synchronize(device)
         model.zero_grad(set_to_none=True)
@@ -144,17 +160,42 @@ def measure_training_steps(
     rounds: int = 3,
     budget_s: float = 5.0,
     timer: Timer = time.perf_counter,
+    overhead_s: float = 0.0,
 ) -> dict[str, tuple[float, int]]:
-    """`time_precisions` of the model's training step over `batches` in each of `precisions`;
-    weights, gradients (left as None) and RNG states are unchanged afterwards."""
+    """`time_precisions` of the model's whole training step (`training_step_runner`) over
+    `batches` in each of `precisions`, plus `overhead_s` per step (what the training loop spends
+    besides the step: drawing its batch, `probe_batches` times it); weights, gradients (left as
+    None) and RNG states are unchanged afterwards."""
+    steps = dict.fromkeys(precisions, 0)
+    with training_state_kept(model, device):
+        runner = training_step_runner(model, batches, loss_fn, label_smoothing, device)
+
+        def counted(precision: str, round_: int) -> int:
+            if round_ > 0:  # a timed round
+                steps[precision] += 1
+            return runner(precision, round_)
+
+        totals = time_precisions(counted, list(precisions), rounds, timer=timer, budget_s=budget_s)
+    return {p: (seconds + steps[p] * overhead_s, tokens) for p, (seconds, tokens) in totals.items()}
+
+
+@contextlib.contextmanager
+def training_state_kept(model: nn.Module, device: torch.device) -> Iterator[None]:
+    """Timed training steps inside leave the weights, the gradients (None) and the RNG states
+    (dropout's draws) as they were, so training continues as if they had not been taken."""
     was_training = model.training
     model.train()
+    saved = [p.detach().clone() for p in model.parameters()]
     rng_devices = [device] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=rng_devices):  # dropout here must not shift training's draws
-        runner = training_step_runner(model, batches, loss_fn, label_smoothing, device)
-        totals = time_precisions(runner, list(precisions), rounds, timer=timer, budget_s=budget_s)
-    model.train(was_training)
-    return totals
+    try:
+        with torch.random.fork_rng(devices=rng_devices):
+            yield
+    finally:
+        with torch.no_grad():
+            for param, value in zip(model.parameters(), saved, strict=True):
+                param.copy_(value)
+        model.zero_grad(set_to_none=True)
+        model.train(was_training)
 
 
 def measure_precision(
@@ -168,27 +209,27 @@ def measure_precision(
     budget_s: float = 5.0,
     timer: Timer = time.perf_counter,
 ) -> str:
-    """'fp32' or 'bf16' for training `model` on `device`, measured (see the module docstring).
+    """The precision for training `model` on `device` of `precision_candidates`, measured (see
+    the module docstring).
 
     `batches` are a few real training batches (round r trains on `batches[r % len]`). Devices
     without bf16 autocast, and CPUs without bf16 instructions, get 'fp32' unmeasured.
     Weights, gradients (left as None) and RNG states are unchanged afterwards.
     """
-    if not batches or not bf16_worth_measuring(device):
+    candidates = precision_candidates(device, bf16_worth_measuring(device))
+    if not batches or len(candidates) == 1:
         log.info("train.precision auto: fp32 (no bf16 instructions on %s to measure)", device.type)
         return "fp32"
     started = time.perf_counter()
     totals = measure_training_steps(
-        model, batches, loss_fn, label_smoothing, device, ["fp32", "bf16"],
+        model, batches, loss_fn, label_smoothing, device, candidates,
         rounds=rounds, budget_s=budget_s, timer=timer,
     )
     choice = pick_fastest(totals)
     rates = {p: tokens / max(seconds, 1e-12) for p, (seconds, tokens) in totals.items()}
     log.info(
-        "train.precision auto: fp32 %s target tokens/s, bf16 %s target tokens/s "
-        "(training steps timed on this machine, %.1f s); using %s",
-        f"{rates['fp32']:,.0f}",
-        f"{rates['bf16']:,.0f}",
+        "train.precision auto: %s (training steps timed on this machine, %.1f s); using %s",
+        ", ".join(f"{p} {rate:,.0f} target tokens/s" for p, rate in rates.items()),
         time.perf_counter() - started,
         choice,
     )
@@ -198,12 +239,24 @@ def measure_precision(
 def probe_batches(dataset: Any, batch_tokens: int, seed: int, count: int = 4) -> list[Any]:
     """The first `count` batches of a shuffled epoch (a fixed epoch, so every rank and every
     resume draws the same ones); the training loop's own data position is untouched."""
-    batches = []
+    return timed_probe_batches(dataset, batch_tokens, seed, count)[0]
+
+
+def timed_probe_batches(
+    dataset: Any, batch_tokens: int, seed: int, count: int = 4, timer: Timer = time.perf_counter
+) -> tuple[list[Any], float]:
+    """`probe_batches`, and the seconds drawing one took (after the first: an epoch's set-up,
+    its shuffle, comes once an epoch), the loop's cost of a batch besides the step."""
+    batches, times = [], []
+    before = timer()
     for batch in dataset.batches(batch_tokens, shuffle=True, seed=seed, epoch=0):
+        times.append(timer() - before)
         batches.append(batch)
         if len(batches) == count:
             break
-    return batches
+        before = timer()
+    later = times[1:] or times
+    return batches, sum(later) / max(len(later), 1)
 
 
 def choose_precision(
@@ -215,7 +268,7 @@ def choose_precision(
     device: torch.device,
     dist: DistContext,
 ) -> str:
-    """The precision a run trains in: `cfg.precision` when it is 'fp32' or 'bf16'; for 'auto',
+    """The precision a run trains in: `cfg.precision` when set by hand; for 'auto',
     the choice `recorded` in a resumed run's state, else measured now. Under torchrun every rank
     measures (the machine as loaded by all of them) and rank 0's choice is used by all."""
     if cfg.precision != "auto":
@@ -226,3 +279,75 @@ def choose_precision(
     batches = probe_batches(train_data, cfg.batch_tokens, cfg.seed) if train_data is not None else []
     choice = measure_precision(model, batches, loss_fn, cfg.label_smoothing, device)
     return broadcast_object(choice, dist)
+
+
+# ---------------------------------------------------------------- precisions of a CUDA GPU
+CUDA_ONLY = {"tf32": "TF32 is a format of NVIDIA's tensor cores",
+             "fp16": "fp16 autocast needs a gradient scaler, which aiayn uses on CUDA only; on a CPU, bf16"}
+"""Precisions only a CUDA device trains in, and why."""
+
+
+def check_precision(precision: str, device: torch.device) -> None:
+    """`ConfigError` naming the fix for a precision `device` cannot train in (`CUDA_ONLY`)."""
+    if precision in CUDA_ONLY and device.type != "cuda":
+        raise ConfigError(f"train.precision={precision} needs a CUDA GPU ({CUDA_ONLY[precision]}); "
+                          f"this run trains on {device.type}: set train.precision to fp32, bf16 or auto")
+
+
+def precision_candidates(device: torch.device, bf16: bool) -> list[str]:
+    """What `train.precision: auto` times on `device`, fp32 first: on a CUDA GPU also tf32 and
+    bf16 (fp16 where the GPU has no bf16); on a CPU bf16 where it is worth it. `bf16`:
+    `bf16_worth_measuring(device)`."""
+    if device.type == "cuda":
+        return ["fp32", "tf32", "bf16" if bf16 else "fp16"]
+    return ["fp32", "bf16"] if bf16 else ["fp32"]
+
+
+@contextlib.contextmanager
+def precision_context(precision: str, device: torch.device) -> Iterator[None]:
+    """What a precision sets for the whole step (forward and backward), restored on the way out:
+    'tf32' lets CUDA's fp32 matmuls and convolutions run as TF32 (`torch.set_float32_matmul_precision
+    ('high')`); every other precision sets nothing here (autocast is per forward pass)."""
+    if precision != "tf32" or device.type != "cuda":
+        yield
+        return
+    matmul, cudnn = torch.get_float32_matmul_precision(), torch.backends.cudnn.allow_tf32
+    torch.set_float32_matmul_precision("high")
+    torch.backends.cudnn.allow_tf32 = True
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(matmul)
+        torch.backends.cudnn.allow_tf32 = cudnn
+
+
+def grad_scaler(precision: str, device: torch.device) -> torch.amp.GradScaler | None:
+    """The gradient scaler fp16 training needs on CUDA (its gradients underflow unscaled), else None."""
+    return torch.amp.GradScaler("cuda") if precision == "fp16" and device.type == "cuda" else None
+
+
+ATTENTION_BACKENDS = ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
+"""`scaled_dot_product_attention`'s kernels a CUDA run may use, in PyTorch's order of preference:
+flash (fp16/bf16), memory-efficient (any dtype), and the plain one where neither takes the
+shapes. cuDNN's is left out: PyTorch prefers it for bf16 on recent GPUs, and with batches whose
+shapes change every step it made bf16 slower than fp32 (RESULTS.md, "`auto` on a GPU")."""
+
+
+def attention_backends(device: torch.device) -> list[Any] | None:
+    """The attention kernels a run on `device` allows (`ATTENTION_BACKENDS`); None on a CPU,
+    where PyTorch's own choice stands."""
+    if device.type != "cuda":
+        return None
+    from torch.nn.attention import SDPBackend
+
+    return [getattr(SDPBackend, name) for name in ATTENTION_BACKENDS]
+
+
+def attention_context(device: torch.device) -> contextlib.AbstractContextManager:
+    """The context a training run holds its steps in: `attention_backends` on CUDA."""
+    backends = attention_backends(device)
+    if backends is None:
+        return contextlib.nullcontext()
+    from torch.nn.attention import sdpa_kernel
+
+    return sdpa_kernel(backends)

@@ -46,7 +46,12 @@ from aiayn.data.token_store import cache_dir_for
 from aiayn.formats import is_model_dir, load_model, meta_model
 from aiayn.formats.model_card import write_model_card
 from aiayn.runtime.cpu import cpu_model
-from aiayn.training.auto_settings import check_auto_supported, choose_auto_settings, take_auto_settings
+from aiayn.training.auto_settings import (
+    check_auto_supported,
+    choose_auto_settings,
+    expected_updates,
+    take_auto_settings,
+)
 from aiayn.training.checkpoint import check_resume_model
 from aiayn.training.config import RunConfig
 from aiayn.training.data_settings import TokenStoreSettings
@@ -291,6 +296,7 @@ class RunSetup(NamedTuple):
     save_tokenizer: Callable[[Path], None]
     chosen: dict[str, dict[str, Any]]
     measured_precision: str  # what `train.precision: auto` timed ('' when set by hand)
+    expected_updates: float | None = None  # what the `auto` settings were chosen for (None: none auto)
 
 
 def _set_up(
@@ -329,24 +335,26 @@ def _set_up(
     device = rank_device(select_device(config.train.device), dist)
     check_training_fits(layout, device, model_settings)
     measured_precision = ""  # `train.precision: auto` timed along with the speed the rules need
+    updates = None
     chosen = {c.name: {"value": c.value, "reason": c.reason} for c in task.data_choices(data)}  # for results
     if auto:
         profile = task.corpus_profile(data) if task.measures_corpus else None
         choice = choose_auto_settings(config, auto, build_model, data.train, task.loss, device, dist, profile)
         measured_precision = choice.precision if config.train.precision == "auto" else ""
+        updates = expected_updates(choice)
         chosen |= {c.name: {"value": c.value, "reason": c.reason} for c in choice.choices}
         if "model.preset" in auto:  # the chosen size must fit as the placeholder did
             model_settings = describe_model_settings(config)
             check_training_fits(meta_model(build_model, model_settings), device, model_settings)
         torch.manual_seed(config.train.seed)  # the model starts from the same weights as with a number
-    return RunSetup(data, init, build_model, save_tokenizer, chosen, measured_precision)
+    return RunSetup(data, init, build_model, save_tokenizer, chosen, measured_precision, updates)
 
 
 def _train_and_report(
     task: Task[TokenizerT, DataT], config: RunConfig, run_dir: Path, resume: bool, dist: DistContext,
     start: RunStart | None = None,
 ) -> dict[str, Any]:
-    data, init, build_model, save_tokenizer, chosen, measured_precision = _set_up(
+    data, init, build_model, save_tokenizer, chosen, measured_precision, updates = _set_up(
         task, config, run_dir, resume, dist
     )
     model = build_model()
@@ -389,6 +397,7 @@ def _train_and_report(
         **initial,
         "trainable_params": trainable,
         "auto_settings": chosen,
+        **updates_reached(updates, state.step, dist.is_main),
         "init_from": config.train.init_from,
         "freeze": list(config.train.freeze),
         "command": shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]),
@@ -401,6 +410,19 @@ def _train_and_report(
         atomic_write_text(run_dir / RESULTS_FILE, json.dumps(results, indent=2) + "\n")
         write_model_card(run_dir)
     return results
+
+
+def updates_reached(expected: float | None, reached: int, log_it: bool = True) -> dict[str, Any]:
+    """`results.json`'s record of the updates the `auto` settings expected at start-up against
+    those the run reached (empty when nothing was chosen), logged in one line."""
+    if expected is None:
+        return {}
+    share = reached / max(expected, 1e-9)
+    if log_it:
+        log.info("updates: expected %s at start-up (the auto settings' estimate), reached %s (%.0f%%)",
+                 f"{expected:,.0f}", f"{reached:,}", 100 * share)
+    return {"expected_updates": {"expected": round(expected, 1), "reached": reached,
+                                 "share": round(share, 4)}}
 
 
 def split_validation(

@@ -26,6 +26,7 @@ class TrainState:
     skipped_steps: int = 0
     world_size: int = 1  # processes the data position `batch_in_epoch` counts for
     precision: str = ""  # what `train.precision: auto` measured; a resumed run keeps it
+    validation_s: float = 0.0  # seconds the validations have taken, all sessions (their time cap)
 
 
 class StopRequested(Exception):

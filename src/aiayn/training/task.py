@@ -53,8 +53,10 @@ BatchT = TypeVar("BatchT", bound=TrainBatch)
 LossFn = Callable[[nn.Module, BatchT, float], tuple[Tensor, int]]
 """`loss_fn(model, batch, smoothing) -> (summed loss, number of predictions summed over)`."""
 
-Evaluate = Callable[[nn.Module], dict[str, float]]
-"""`evaluate(model) -> {metric name: value}`: validation metrics besides the loss."""
+Evaluate = Callable[..., dict[str, float]]
+"""`evaluate(model, allowance_s=None) -> {metric name: value}`: validation metrics besides the loss,
+taking at most about `allowance_s` seconds where they decode (the `Trainer`'s validation time cap,
+`train.bleu_time_share`; None: no limit)."""
 
 SaveExtra = Callable[[Path], None]
 """`save_extra(directory)`: write the files that belong with every saved model (the tokenizer)."""
@@ -199,8 +201,11 @@ class Task(ABC, Generic[TokenizerT, DataT]):
         """The training corpus as the `auto` rules read it (a `measures_corpus` task). Default: None."""
         return None
 
-    def validation_metrics(self, model: nn.Module, config: RunConfig, data: DataT) -> dict[str, float]:
-        """`{name: value}` of `metrics` at every validation. Default: none."""
+    def validation_metrics(
+        self, model: nn.Module, config: RunConfig, data: DataT, allowance_s: float | None = None
+    ) -> dict[str, float]:
+        """`{name: value}` of `metrics` at every validation, taking at most about `allowance_s`
+        seconds where it decodes (None: no limit; see `aiayn.translation.validation`). Default: none."""
         return {}
 
     def final_results(

@@ -7,7 +7,10 @@ eps 1e-9, Sec. 5.3) updates the weights at the scheduled learning rate. Every `e
 steps (or share of the run, '6%': `aiayn.training.progress`) the validation loss and the task's
 own metrics (BLEU, accuracy, ...) are measured, the best model by `train.validation_metric` is
 written to the run directory's root and a checkpoint is saved; each checkpoint records the
-clock and the run's progress (which `average_checkpoints(tail=...)` selects by).
+clock and the run's progress (which `average_checkpoints(tail=...)` selects by). The
+validations together may take `train.bleu_time_share` of the training time: each gives its
+`evaluate` the seconds left of that share (`aiayn.training.clock.validation_allowance`), and a
+task that decodes stops decoding there (`aiayn.translation.validation`).
 
 The Trainer knows no task: its data is any `BatchedDataset` (`aiayn.data.batching`), its loss
 a `LossFn` over its batches, and whether a metric is better higher or lower is the
@@ -27,6 +30,7 @@ so a time-following schedule uses rank 0's clock everywhere (see `aiayn.training
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import signal
@@ -46,7 +50,8 @@ from aiayn.core.progress_display import ProgressDisplay
 from aiayn.data.batching import BatchedDataset
 from aiayn.formats.model_card import write_model_card
 from aiayn.training.checkpoint import load_training_state, restore_weights, save_checkpoint
-from aiayn.training.clock import Timer, TrainClock
+from aiayn.training.clock import Timer, TrainClock, validation_allowance
+from aiayn.training.compiled_step import step_loss_for_run
 from aiayn.training.config import RunConfig
 from aiayn.training.device import autocast, resolve_precision, select_device
 from aiayn.training.distributed import (
@@ -64,7 +69,13 @@ from aiayn.training.distributed import (
     wrap_model,
 )
 from aiayn.training.loss import validation_loss
-from aiayn.training.precision import choose_precision
+from aiayn.training.precision import (
+    attention_context,
+    check_precision,
+    choose_precision,
+    grad_scaler,
+    precision_context,
+)
 from aiayn.training.progress import Cadence, run_progress
 from aiayn.training.run_dir import CONFIG_FILE, MetricsLog
 from aiayn.training.schedule import train_learning_rate
@@ -123,11 +134,13 @@ class Trainer(Generic[BatchT]):
         self.run_dir = Path(run_dir)
         self.dist = dist or DistContext()
         self.device = rank_device(select_device(train.device), self.dist)
+        check_precision(train.precision, self.device)
         self.precision = resolve_precision(train.precision, self.device)
         self.model = model.to(self.device)
         self.train_data = train_data
         self.valid_data = valid_data
         self.loss_fn = loss_fn
+        self.step_loss = loss_fn  # what training steps run: `fit` may compile it (train.compile)
         self.evaluate = evaluate
         self.save_extra = save_extra
         self.is_main = self.dist.is_main
@@ -148,6 +161,8 @@ class Trainer(Generic[BatchT]):
             weight_decay=train.weight_decay,
             fused=self.device.type in ("cpu", "cuda"),  # one kernel for all parameters
         )
+        self.scaler = grad_scaler(self.precision, self.device)  # set again once `fit` chooses
+        self.scaler_state: dict[str, Any] | None = None
         self.command = command
         self.stop_signal: int | None = None
         self.consecutive_bad_steps = 0
@@ -163,6 +178,7 @@ class Trainer(Generic[BatchT]):
         state = load_training_state(latest)
         restore_weights(self.model, latest)
         self.optimizer.load_state_dict(state["optimizer"])
+        self.scaler_state = state.get("grad_scaler")  # fp16's loss scale, loaded once `fit` makes the scaler
         train_state = dict(state["train_state"])
         earlier_elapsed = train_state.pop("elapsed_s", 0.0)  # where checkpoints before the clock kept it
         self.clock.load_state_dict(state.get("clock", {"elapsed_s": earlier_elapsed}))
@@ -187,6 +203,7 @@ class Trainer(Generic[BatchT]):
             "train_state": asdict(self.state),
             "clock": self.clock.state_dict(),
             "progress": self.progress(self.clock.elapsed_s()),
+            **({"grad_scaler": self.scaler.state_dict()} if self.scaler is not None else {}),
             **rng_state(),
         }
 
@@ -257,8 +274,9 @@ class Trainer(Generic[BatchT]):
             batch = batch.to(self.device, non_blocking=True)
             with no_sync(self.ddp_model, skip=i < len(batches) - 1):
                 with autocast(self.precision, self.device):
-                    loss, _ = self.loss_fn(self.ddp_model, batch, self.config.train.label_smoothing)
-                (loss / divisor).backward()
+                    loss, _ = self.step_loss(self.ddp_model, batch, self.config.train.label_smoothing)
+                scaled = loss / divisor
+                (scaled if self.scaler is None else self.scaler.scale(scaled)).backward()
             total += float(loss.detach())
         (total,) = all_reduce_sum([total], self.dist, self.device)
         return total, round(global_tokens)
@@ -275,7 +293,15 @@ class Trainer(Generic[BatchT]):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         max_norm = self.config.train.clip_grad_norm or float("inf")
+        if self.scaler is not None:  # fp16: the clip and the update see the true gradients
+            self.scaler.unscale_(self.optimizer)
         grad_norm = float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm))
+        if self.scaler is not None and math.isfinite(total) and not math.isfinite(grad_norm):
+            self.scaler.update()  # fp16 overflow: a lower scale next step, as GradScaler does
+            self.optimizer.zero_grad(set_to_none=True)
+            log.info("step %d: fp16 gradients overflowed; skipped, loss scale now %g", self.state.step + 1,
+                     self.scaler.get_scale())
+            return None
         if not (math.isfinite(total) and math.isfinite(grad_norm)):
             self.optimizer.zero_grad(set_to_none=True)
             self.state.skipped_steps += 1
@@ -295,15 +321,21 @@ class Trainer(Generic[BatchT]):
                 )
             return None
         self.consecutive_bad_steps = 0
-        self.optimizer.step()
+        if self.scaler is not None:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        else:
+            self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
         self.state.step += 1
         self.state.target_tokens += num_tokens
         return total / num_tokens
 
     # -------------------------------------------------------------- validation
-    def validate(self) -> dict[str, float]:
-        """Validation loss/perplexity (+ `evaluate`'s metrics); updates the best model."""
+    def validate(self, started: float | None = None) -> dict[str, float]:
+        """Validation loss/perplexity (+ `evaluate`'s metrics, within the validations' time cap
+        for a validation `started` at that `clock.timer()` reading); updates the best model."""
+        started = self.clock.timer() if started is None else started
         record: dict[str, float] = {}
         if self.valid_data is not None and len(self.valid_data):
             loss = validation_loss(
@@ -316,7 +348,10 @@ class Trainer(Generic[BatchT]):
             )
             record = {"loss": loss, "ppl": math.exp(min(loss, 50.0))}
         if self.evaluate is not None:
-            record |= self.evaluate(self.model)
+            share = self.config.train.bleu_time_share
+            allowance = None if share is None else validation_allowance(
+                share, self.clock.elapsed_s(), self.state.validation_s, self.clock.timer() - started)
+            record |= self.evaluate(self.model, allowance_s=allowance)
         value = record.get(self.selection.name)
         if value is None:
             self.save_best()  # nothing to compare: the latest model is the one to keep
@@ -374,6 +409,15 @@ class Trainer(Generic[BatchT]):
         self.precision = self.state.precision = choose_precision(
             train, self.state.precision, self.model, self.train_data, self.loss_fn, self.device, self.dist
         )
+        self.scaler = grad_scaler(self.precision, self.device)
+        if self.scaler is not None and self.scaler_state:
+            self.scaler.load_state_dict(self.scaler_state)
+        budget_s = self.clock.budget_s
+        self.step_loss = step_loss_for_run(
+            train.compile, self.model, self.train_data, self.loss_fn, train, self.device, self.precision,
+            None if budget_s is None else max(0.0, budget_s - self.clock.elapsed_s()),
+            None if train.max_steps is None else max(0, train.max_steps - self.state.step), self.dist,
+        )
         trackers = []
         if self.is_main:
             trackers = open_trackers(train.report_to, self.run_dir, self.config.to_dict(), resume)
@@ -391,6 +435,9 @@ class Trainer(Generic[BatchT]):
             self.dist.world_size * train.accumulate * train.batch_tokens,
         )
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        run_context = contextlib.ExitStack()  # the precision's and the attention kernels' settings
+        run_context.enter_context(precision_context(self.precision, self.device))
+        run_context.enter_context(attention_context(self.device))
         bar = self.open_progress()
         self.cadence.start(self.progress(self.clock.elapsed_s()))  # the checkpoint's time, on every rank
         self.clock.start()
@@ -438,6 +485,7 @@ class Trainer(Generic[BatchT]):
             raise
         finally:
             self.clock.stop()
+            run_context.close()
             bar.close()
             self.metrics.close()
             for signum, handler in previous.items():
@@ -491,7 +539,8 @@ class Trainer(Generic[BatchT]):
         self.validated_step = self.state.step
         if self.dist.is_main:
             before = self.clock.timer()
-            record = self.validate()
+            record = self.validate(before)
+            self.state.validation_s += self.clock.timer() - before
             self.metrics.write({
                 "step": self.state.step, "split": "val", **record,
                 "elapsed_s": self.clock.elapsed_s(),

@@ -39,6 +39,7 @@ from aiayn.training.task import Task
 from aiayn.translation.data import PreparedData
 from aiayn.translation.evaluate import evaluate_translation
 from aiayn.translation.task import NUM_EXAMPLES, TranslationTask, build_model_config
+from aiayn.translation.validation import capped_validation_metrics
 
 log = logging.getLogger(__name__)
 
@@ -177,13 +178,18 @@ class PaperTranslationTask(TranslationTask):
     def loss(self, model: nn.Module, batch: Batch, smoothing: float) -> tuple[Tensor, int]:
         return paper_loss(model, batch, smoothing)
 
-    def validation_metrics(self, model: nn.Module, config: RunConfig, data: PreparedData) -> dict[str, float]:
-        """BLEU and exact match of greedy decoding on up to `train.bleu_max_sentences` pairs."""
+    def validation_metrics(
+        self, model: nn.Module, config: RunConfig, data: PreparedData, allowance_s: float | None = None
+    ) -> dict[str, float]:
+        """BLEU and exact match of greedy decoding on up to `train.bleu_max_sentences` pairs,
+        within the length and time caps (`aiayn.translation.validation`)."""
         pairs = data.valid_pairs[: config.train.bleu_max_sentences]
         if not pairs:
             return {}
-        metrics = greedy_metrics(model, data.tokenizers, pairs)  # type: ignore[arg-type]
-        return {"bleu": metrics["bleu"], "exact_match": metrics["exact_match"]}
+        translator = PaperTranslator(model, data.tokenizers)  # type: ignore[arg-type]
+        return capped_validation_metrics(
+            translator, pairs, beam=1, max_len_extra=config.train.bleu_max_len_extra, allowance_s=allowance_s
+        )
 
     def final_results(
         self, best: nn.Module, config: RunConfig, data: PreparedData, state: TrainState

@@ -31,6 +31,7 @@ from aiayn.training.task import Metric, Task, preset_config
 from aiayn.translation.data import PreparedData, check_files, prepare_data, split_validation, train_sources
 from aiayn.translation.evaluate import evaluate_translation
 from aiayn.translation.settings import TranslationSettings
+from aiayn.translation.validation import capped_validation_metrics
 
 BLEU = Metric("bleu", higher_is_better=True)
 EXACT_MATCH = Metric("exact_match", higher_is_better=True)
@@ -151,13 +152,19 @@ class TranslationTask(Task[TokenizerPair, PreparedData]):
     def loss(self, model: nn.Module, batch: Batch, smoothing: float) -> tuple[Tensor, int]:
         return translation_loss(model, batch, smoothing)
 
-    def validation_metrics(self, model: nn.Module, config: RunConfig, data: PreparedData) -> dict[str, float]:
-        """BLEU and exact match on up to `train.bleu_max_sentences` validation pairs."""
+    def validation_metrics(
+        self, model: nn.Module, config: RunConfig, data: PreparedData, allowance_s: float | None = None
+    ) -> dict[str, float]:
+        """BLEU and exact match on up to `train.bleu_max_sentences` validation pairs, decoded
+        within the length and time caps (`aiayn.translation.validation`)."""
         pairs = data.valid_pairs[: config.train.bleu_max_sentences]
         if not pairs:
             return {}
-        metrics = translation_metrics(model, data.tokenizers, pairs, beam=config.train.bleu_beam)
-        return {"bleu": metrics["bleu"], "exact_match": metrics["exact_match"]}
+        return capped_validation_metrics(
+            TorchTranslator(model, data.tokenizers), pairs, beam=config.train.bleu_beam,
+            max_len_extra=config.train.bleu_max_len_extra, allowance_s=allowance_s,
+            batch_tokens=max(1, DEFAULT_BATCH_TOKENS // config.train.bleu_beam),
+        )
 
     def final_results(
         self, best: nn.Module, config: RunConfig, data: PreparedData, state: TrainState
