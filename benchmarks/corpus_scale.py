@@ -127,7 +127,7 @@ def overrides(corpus: Path, cache: Path) -> list[str]:
 
 TRAIN_SETTINGS = [
     "model.preset=tiny", "train.precision=fp32", "train.max_steps=40", "train.log_every=1",
-    "train.eval_every=1000", "train.batch_tokens=2000", "train.threads=1", "train.progress_bar=false",
+    "train.eval_every=1000", "train.batch_tokens=2000", "train.threads=1", "train.progress=none",
     "train.bleu_max_sentences=0", "train.test_max_sentences=0", "model.max_len=256",
 ]  # fmt: skip
 

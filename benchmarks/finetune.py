@@ -45,7 +45,7 @@ FINETUNE_TRAIN = {
     "max_minutes": 2.0, "max_steps": 900, "batch_tokens": 1024, "schedule": "cosine", "lr": 0.0005,
     "warmup": 20, "label_smoothing": 0.1, "eval_every": 300, "log_every": 50, "bleu_max_sentences": 100,
     "bleu_beam": 1, "test_beam": 1, "validation_metric": "exact_match", "precision": "fp32", "threads": 1,
-    "progress_bar": False,
+    "progress": "none",
 }
 
 
@@ -90,7 +90,7 @@ def main() -> None:
     root = Path(tempfile.mkdtemp())
     base = root / "dates"
     quick = ["--set", "train.max_steps=40", "--set", "train.eval_every=40"] if args.quick else []
-    base_seconds = aiayn("train", "--out", str(base), "--set", "train.progress_bar=false", *quick)
+    base_seconds = aiayn("train", "--out", str(base), "--set", "train.progress=none", *quick)
 
     data = load_config(base / "train_config.yaml").data
     splits = make_task(data.task, data.seed, data.num_train, data.num_valid, data.num_test)

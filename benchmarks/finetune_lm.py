@@ -33,7 +33,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "finetune_lm.json"
 TEXT = "tinyshakespeare/input.txt"
 GPT2_LAYOUT = ["model.norm_first=true", "model.positional=learned", "model.activation=gelu_new",
                "model.scale_embedding=false", "model.dropout=0.0"]
-COMMON = ["train.precision=fp32", "train.progress_bar=false", "train.threads=2"]
+COMMON = ["train.precision=fp32", "train.progress=none", "train.threads=2"]
 SOURCE_STEPS, FINETUNE_STEPS = 300, 200
 
 

@@ -43,7 +43,7 @@ if [[ -z "${SKIP_TRAIN:-}" ]]; then
   # process_watch.py records the training process's peak RSS and user/system CPU time.
   "$PY" benchmarks/process_watch.py --json "$RUN.train_process.json" -- "$AIAYN" train "$CONFIG" --out "$RUN" --overwrite \
     --set data.src_lang="$SRC" --set data.tgt_lang="$TGT" --set train.max_minutes="$MINUTES" \
-    --set train.progress_bar=false "$@"
+    --set train.progress=none "$@"
   mv "$RUN.train_process.json" "$RUN/train_process.json"
   "$AIAYN" average "$RUN" --tail "${AVERAGE_TAIL:-20%}" --out "$RUN/averaged"
 fi

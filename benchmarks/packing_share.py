@@ -87,7 +87,7 @@ def main() -> None:
     config = ModelConfig.preset(args.preset, vocab_size=8000, dropout=0.1, max_len=128)
     run = config_from_dict(
         {"train": {"precision": args.precision, "device": "cpu", "warmup": 4000, "clip_grad_norm": 1.0,
-                   "label_smoothing": 0.1, "progress_bar": False}}
+                   "label_smoothing": 0.1, "progress": "none"}}
     )  # fmt: skip
     trainers: dict[str, Trainer] = {}
     layouts: dict[str, PackedLayout] = {}

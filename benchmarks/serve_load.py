@@ -61,7 +61,7 @@ def ensure_dates_model(path: Path) -> Path:
         print(f"training the dates model into {path} (aiayn train, ~3 minutes)", flush=True)
         subprocess.run(
             [sys.executable, "-m", "aiayn", "train", "--out", str(path), "--overwrite",
-             "--set", "train.progress_bar=false"],
+             "--set", "train.progress=none"],
             check=True,
         )
     return path

@@ -61,7 +61,7 @@ BASE_SETTINGS: dict[str, Any] = {
     "model.preset": "small", "model.dropout": 0.2, "train.label_smoothing": 0.1,
     "train.schedule": "cosine", "train.lr": 1.0e-3, "train.min_lr": 2.0e-5, "train.warmup": "6%",
     "train.schedule_follows_budget": False, "train.max_minutes": None,
-    "train.validation_metric": "loss", "train.keep_checkpoints": 1, "train.progress_bar": False,
+    "train.validation_metric": "loss", "train.keep_checkpoints": 1, "train.progress": "none",
     "train.threads": 1, "train.precision": "fp32",
 }  # fmt: skip
 """Settings every row shares. `train.precision` is fixed, not `auto`: auto picks bf16 or fp32 by a

@@ -25,7 +25,7 @@ auto)
   gpu=$("$PY" -c "import torch; print(torch.cuda.get_device_name().split()[1].lower() \
 if torch.cuda.is_available() else 'cpu')")  # "NVIDIA H100 80GB HBM3" -> h100
   command="$PY -m aiayn train configs/tatoeba_en_es.yaml --out $WORK/en_es_auto --overwrite \
---set train.max_minutes=$minutes --set train.progress_bar=false"
+--set train.max_minutes=$minutes --set train.progress=none"
   $command > "$WORK/en_es_auto.log" 2>&1
   grep -E "auto:|timed|trained|held-out" "$WORK/en_es_auto.log"
   "$PY" benchmarks/tatoeba_summary.py record "$WORK/en_es_auto" "$OUT/tatoeba_en_es_auto_$gpu.json" \
@@ -38,7 +38,7 @@ precision)
   sed '/test_src\|test_tgt/d' configs/tatoeba_en_es.yaml > "$WORK/en_es_no_test.yaml"
   fixed=(--set model.preset=small --set data.vocab_size=8000 --set train.batch_tokens=3000
     --set model.dropout=0.3 --set train.warmup=300 --set train.eval_every=1000000
-    --set train.bleu_max_sentences=200 --set train.progress_bar=false --set train.max_minutes="$minutes")
+    --set train.bleu_max_sentences=200 --set train.progress=none --set train.max_minutes="$minutes")
   "$PY" -m aiayn prepare "$WORK/en_es_no_test.yaml" "${fixed[@]}" > /dev/null
   for run in fp32 bf16 bf16_no_cudnn_attention auto; do
     path=$PYTHONPATH

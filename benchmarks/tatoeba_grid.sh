@@ -40,7 +40,7 @@ OUT=${OUT:-benchmarks/results}
 export AIAYN_CACHE=${AIAYN_CACHE:-$RUNS/.cache}
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}  # idle OpenMP threads sleep on a shared machine
 mkdir -p "$RUNS" "$OUT"
-COMMON=(--set train.max_minutes="$MINUTES" --set train.threads=1 --set train.progress_bar=false)
+COMMON=(--set train.max_minutes="$MINUTES" --set train.threads=1 --set train.progress=none)
 
 prepare() {  # CONFIG [--set ...]: the token store, once
   "$AIAYN" prepare "$@" > /dev/null

@@ -97,7 +97,7 @@ def bench(preset: str, precision: str, steps: int, batches: list, device: torch.
                 "warmup": 4000,
                 "clip_grad_norm": 1.0,
                 "label_smoothing": 0.1,
-                "progress_bar": False,
+                "progress": "none",
             },
         }
     )

@@ -30,7 +30,7 @@ SETS=(
   --set "data.valid_src=$CORPUS/valid.en" --set "data.valid_tgt=$CORPUS/valid.de"
   --set "data.test_src=$CORPUS/test.en" --set "data.test_tgt=$CORPUS/test.de"
   --set "data.cache_dir=$WORK/cache" --set "train.batch_tokens=${BATCH_TOKENS:-2000}"
-  --set train.eval_every=10 --set train.log_every=1 --set train.progress_bar=false
+  --set train.eval_every=10 --set train.log_every=1 --set train.progress=none
   --set train.bleu_max_sentences=20 --set train.test_max_sentences=20
 )
 time "$AIAYN" prepare configs/wmt14_en_de_base.yaml "${SETS[@]}"

@@ -184,7 +184,7 @@ run() {
   (joey 1 train "$WORK/joeynmt.yaml" --skip-test > "$WORK/joeynmt.out" 2>&1; echo $(( $(date +%s) - start )) \
     > "$WORK/joeynmt.seconds") & joey_pid=$!
   local aiayn_command="$AIAYN train configs/tatoeba_en_es.yaml --out $WORK/aiayn --set train.max_minutes=$MINUTES \
---set train.threads=1 --set train.precision=fp32 --set train.progress_bar=false"
+--set train.threads=1 --set train.precision=fp32 --set train.progress=none"
   # shellcheck disable=SC2086
   taskset -c 0 $aiayn_command --overwrite > "$WORK/aiayn.out" 2>&1 & aiayn_pid=$!
   wait "$joey_pid"; wait "$aiayn_pid"

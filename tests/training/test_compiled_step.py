@@ -88,6 +88,7 @@ def test_compiling_pays_only_when_the_run_repays_the_compile_time():
 def test_auto_compiles_by_the_timing_and_says_why(monkeypatch, caplog, one_thread):
     model, batch = tiny_model(), ragged_batch(3, 6, 5)
     monkeypatch.setattr(compiled_step, "compiler_available", lambda: True)
+    monkeypatch.setattr(compiled_step, "AUTO_TIMED_DEVICES", frozenset({"cuda", "cpu"}))
     monkeypatch.setattr(compiled_step, "time_compiled_step",
                         lambda *a, **k: (60.0, {"eager": 1000.0, "compiled": 1300.0}))
     args = (model, [batch], translation_loss, 0.1, CPU, "fp32")
@@ -109,6 +110,19 @@ def test_auto_compiles_by_the_timing_and_says_why(monkeypatch, caplog, one_threa
     assert choose_step_loss("auto", *args, 1e6, steps_left=2)[0] is translation_loss
     assert choose_step_loss("false", *args, 1e6)[0] is translation_loss
     assert choose_step_loss("true", *args, None, backend="eager")[0] is not translation_loss
+
+
+def test_auto_times_no_compile_on_a_cpu(monkeypatch, caplog):
+    def never(*args, **kwargs):
+        raise AssertionError("auto times no compiled step on a CPU")
+
+    monkeypatch.setattr(compiled_step, "compiler_available", lambda: True)
+    monkeypatch.setattr(compiled_step, "time_compiled_step", never)
+    with caplog.at_level(logging.INFO, logger="aiayn.training.compiled_step"):
+        loss, reason = choose_step_loss("auto", tiny_model(), [ragged_batch(3, 6, 5)], translation_loss, 0.1,
+                                        CPU, "fp32", 1800.0)
+    assert loss is translation_loss and "train.compile=true compiles" in reason
+    assert "train.compile auto: eager, on a CPU" in caplog.text
 
 
 def test_compile_true_without_a_compiler_names_the_fix(monkeypatch):

@@ -18,7 +18,8 @@ dimension, dynamic). Recompilations are bounded by TorchDynamo's limit per funct
 Batches keep their own lengths (no padding to a few sizes): with packing, padding costs only
 in attention; the log reports the padding share of the timed batches.
 
-`train.compile: auto` compiles only where a start-up timing says it pays over the run: the
+`train.compile: auto` compiles only where a start-up timing says it pays over the run, and times
+that only on the device types of `AUTO_TIMED_DEVICES` (a GPU; on a CPU it trains eagerly): the
 eager and the compiled step are timed on the same few batches (alternating, as the precisions
 are: `aiayn.training.precision`), the compile time measured, and the run compiles when the
 target tokens trained in (training time - compile time) at the compiled rate beat those of the
@@ -60,6 +61,12 @@ without generating code, to keep their compile time small)."""
 
 COMPILE_MARGIN = 0.03
 """Compiling must train this much more (3%) in the run than eager to be chosen by `auto`."""
+
+AUTO_TIMED_DEVICES = frozenset({"cuda"})
+"""The device types on which `auto` times the compiled step. On a CPU it measured no faster than
+the eager step (0.95x, fp32, `small`, one thread: benchmarks/RESULTS.md, "Training on a GPU and
+within its budget"), so timing it there would only add a minute of compiling to every run's
+start; `train.compile=true` still compiles on a CPU."""
 
 COMPILE_S_FLOOR, BEST_SPEEDUP = 20.0, 1.5
 """`auto` compiles nothing when `BEST_SPEEDUP` over the run could not repay `COMPILE_S_FLOOR`
@@ -185,6 +192,9 @@ def _not_worth_timing(device: torch.device, run_s: float | None, batches: Sequen
     """Why `auto` need not time the compiled step at all ('' when it should)."""
     if not batches:
         return "no training batches to time"
+    if device.type not in AUTO_TIMED_DEVICES:
+        return (f"on a {device.type.upper()} the compiled step measured no faster than eager "
+                "(benchmarks/RESULTS.md); train.compile=true compiles")
     if device.type == "cpu" and not compiler_available():
         return "no C++ compiler to compile with"
     if run_s is None:

@@ -101,8 +101,8 @@ class TrainConfig:
     )
     compile: str = setting(
         "auto", choices=("auto", "true", "false"),
-        help="forward, loss and backward under torch.compile; 'auto': where a start-up timing says it pays "
-        "over the run's budget, compile time included (aiayn.training.compiled_step)",
+        help="forward, loss and backward under torch.compile; 'auto': on a GPU, where a start-up timing says "
+        "it pays over the run's budget, compile time included; eager on a CPU (aiayn.training.compiled_step)",
     )
     device: str = setting(
         "auto", help="'cpu', 'cuda', 'cuda:1', 'mps'...; 'auto' is CUDA when available, else the CPU"
