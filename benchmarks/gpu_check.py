@@ -97,7 +97,7 @@ def preset_trainers(
         torch.manual_seed(0)
         trainer = trainer_for(Transformer(config), precision, device)
         if mode == "compiled":
-            trainer.step_loss = compile_loss(translation_loss, backend)
+            trainer.step_loss = compile_loss(translation_loss, backend, device_type=device.type)
         trainers[(precision, mode)] = trainer
     return trainers
 

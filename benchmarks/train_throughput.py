@@ -163,7 +163,7 @@ def bench_compile(preset: str, precision: str, steps: int, batches: list, device
         trainer = Trainer(run, Transformer(config), train_data=None, valid_data=None,
                           run_dir=Path(tempfile.mkdtemp()), loss_fn=translation_loss)
         if mode == "compiled":
-            trainer.step_loss = compile_loss(translation_loss, backend)
+            trainer.step_loss = compile_loss(translation_loss, backend, device_type=device.type)
         trainers[mode] = trainer
     rates: dict[str, list[float]] = {"eager": [], "compiled": []}
     first: dict[str, float] = {}

@@ -61,7 +61,7 @@ def test_the_compiled_step_gives_the_eager_loss_and_gradients_and_new_shapes_no_
         return eager(graph, example_inputs)
 
     model = tiny_model()
-    compiled = compile_loss(translation_loss, backend=counting)
+    compiled = compile_loss(translation_loss, backend=counting, device_type="cpu")
     for i, shape in enumerate(((3, 6, 5), (4, 9, 7), (2, 11, 4), (5, 5, 10))):
         batch = ragged_batch(*shape)
         eager_loss, eager_grads = loss_and_grads(model, translation_loss, batch)
@@ -143,10 +143,34 @@ def test_the_setting_takes_yaml_booleans_and_auto():
 def test_the_compiled_step_on_cuda_gives_the_eager_loss_and_gradients():
     torch._dynamo.reset()
     model = tiny_model().cuda()
-    compiled = compile_loss(translation_loss)  # Inductor: Triton kernels
+    compiled = compile_loss(translation_loss, device_type="cuda")  # Inductor: Triton kernels
     for batch in (ragged_batch(3, 6, 5).to("cuda"), ragged_batch(4, 9, 7).to("cuda")):
         eager_loss, eager_grads = loss_and_grads(model, translation_loss, batch)
         loss, grads = loss_and_grads(model, compiled, batch)
         torch.testing.assert_close(loss, eager_loss, rtol=1e-4, atol=1e-4)
         for name, grad in eager_grads.items():
             torch.testing.assert_close(grads[name], grad, rtol=1e-3, atol=1e-5, msg=name)
+
+
+def test_on_a_cpu_the_compiled_step_draws_the_eager_steps_dropout_masks(one_thread):
+    """Inductor itself (C++ loops), dropout between two layers: from the same seed, the compiled
+    loss and gradients are the eager ones, because its random numbers come from PyTorch's generator
+    (`fallback_random`), in the eager order. Inductor's own in-loop generator draws other masks,
+    and this fails."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Dropout(0.5), torch.nn.ReLU(),
+                                torch.nn.Linear(32, 8), torch.nn.Dropout(0.5))
+
+    def loss_fn(model, batch, smoothing):
+        return model(batch).square().sum(), batch.size(0)
+
+    compiled = compile_loss(loss_fn, device_type="cpu")
+    batch = torch.randn(64, 16)
+    torch.manual_seed(1)
+    eager_loss, eager_grads = loss_and_grads(model, loss_fn, batch)
+    torch.manual_seed(1)
+    loss, grads = loss_and_grads(model, compiled, batch)
+    torch.testing.assert_close(loss, eager_loss)
+    for name, grad in eager_grads.items():
+        torch.testing.assert_close(grads[name], grad, msg=name)

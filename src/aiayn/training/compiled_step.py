@@ -74,10 +74,17 @@ seconds of compiling (a floor: no compile of a Transformer's step is cheaper), s
 run does not pay a compile to find that out."""
 
 
-def compile_loss(loss_fn: LossFn, backend: str = BACKEND) -> LossFn:
+def compile_loss(loss_fn: LossFn, backend: str = BACKEND, *, device_type: str) -> LossFn:
     """`loss_fn(model, batch, smoothing)` compiled: forward and loss traced and compiled with
-    every dimension dynamic; `.backward()` on its loss runs the compiled backward graph."""
-    return torch.compile(loss_fn, dynamic=True, backend=backend)
+    every dimension dynamic; `.backward()` on its loss runs the compiled backward graph.
+
+    On a CPU, dropout's random numbers come from PyTorch's own generator (Inductor's
+    `fallback_random`), not from random numbers generated inside the fused loops: those are drawn
+    one element at a time, and cost more than the fusion saves (benchmarks/RESULTS.md,
+    "Training on a GPU and within its budget"). A compiled step then also draws the dropout
+    masks an eager step draws from the same seed."""
+    options = {"fallback_random": True} if backend == "inductor" and device_type == "cpu" else None
+    return torch.compile(loss_fn, dynamic=True, backend=backend, options=options)
 
 
 def padding_share(batches: Sequence[Any]) -> float | None:
@@ -148,7 +155,7 @@ def choose_step_loss(
     if setting == "true":
         reason = f"train.compile=true ({share})" if share else "train.compile=true"
         log.info("training step compiled: %s", reason)
-        return compile_loss(loss_fn, backend), reason
+        return compile_loss(loss_fn, backend, device_type=device.type), reason
     run_s = time_left_s
     reason = _not_worth_timing(device, run_s, batches)
     if not reason and steps_left is not None:  # which budget ends the run first: an eager step timed
@@ -159,7 +166,7 @@ def choose_step_loss(
         log.info("train.compile auto: eager, %s", reason)
         return loss_fn, reason
     assert run_s is not None
-    compiled = compile_loss(loss_fn, backend)
+    compiled = compile_loss(loss_fn, backend, device_type=device.type)
     try:
         compile_s, rates = time_compiled_step(model, batches, loss_fn, compiled, label_smoothing, device,
                                               precision, timer=timer)
@@ -218,4 +225,4 @@ def step_loss_for_run(
                                  time_left_s, steps_left)
     if not broadcast_object(chosen is not loss_fn, dist):
         return loss_fn
-    return chosen if chosen is not loss_fn else compile_loss(loss_fn)
+    return chosen if chosen is not loss_fn else compile_loss(loss_fn, device_type=device.type)
