@@ -1,4 +1,4 @@
-"""aiayn's own decoder vs the same weights exported to CTranslate2, on Multi30k test_2016_flickr.
+"""aiayn's own decoder vs the same weights exported to CTranslate2, on a test set (Multi30k default).
 
     python benchmarks/export_speed.py --model benchmarks/runs/multi30k_de_en --threads 1 --cores 0
     # writes benchmarks/results/export.json
@@ -110,10 +110,13 @@ def run_worker(args: argparse.Namespace) -> None:
         run(batch)
     warmup = time.perf_counter() - started
     rows[0] = 0
+    profiler = profiler_control()
+    profiler("enable")
     before, start = resource.getrusage(resource.RUSAGE_SELF), time.perf_counter()
     outputs = [line for batch in batches for line in run(batch)]
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_SELF)
+    profiler("disable")
     sentences = sum(len(batch) for batch in batches)
     print(json.dumps({
         "wall_s": wall, "user_s": after.ru_utime - before.ru_utime, "sys_s": after.ru_stime - before.ru_stime,
@@ -121,6 +124,23 @@ def run_worker(args: argparse.Namespace) -> None:
         "row_steps_per_sentence": rows[0] / sentences if engine.startswith("aiayn") else None,
         "outputs": outputs if args.mode == "search" else None,
     }))
+
+
+def profiler_control():
+    """A function sending 'enable'/'disable' to the `perf record --control` FIFO named by
+    $PERF_CONTROL (`benchmarks/step_profile.py`), so that only the timed part is sampled; a
+    no-op without it."""
+    path = os.environ.get("PERF_CONTROL")
+    if not path:
+        return lambda command: None
+    control, ack = open(path, "w"), open(os.environ["PERF_ACK"])  # noqa: SIM115 (kept open)
+
+    def send(command: str) -> None:
+        control.write(command + "\n")
+        control.flush()
+        ack.readline()  # perf answers "ack" once the counters are switched
+
+    return send
 
 
 def equal_work_runner(translator, engine: str, beam: int, length: int):
@@ -158,6 +178,26 @@ def equal_work_runner(translator, engine: str, beam: int, length: int):
 
 
 # ---------------------------------------------------------------------------- harness
+def read_test_set(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The first `--limit` lines of `--source` and `--reference` (Multi30k's test_2016_flickr
+    de/en unless given); exits with one line naming what is missing."""
+    from aiayn.data.corpus import read_lines
+    from aiayn.data.paths import data_root
+
+    multi30k = data_root() / "multi30k"
+    src_file = args.source or multi30k / "test_2016_flickr.de.gz"
+    ref_file = args.reference or multi30k / "test_2016_flickr.en.gz"
+    for path in (src_file, ref_file):
+        if not path.is_file():
+            sys.exit(f"export_speed: test file not found: {path} (--source/--reference)")
+    if not args.model.is_dir():
+        sys.exit(f"export_speed: --model {args.model} is not a model directory")
+    sources, references = read_lines(src_file)[: args.limit], read_lines(ref_file)[: args.limit]
+    if len(sources) != len(references):
+        sys.exit(f"export_speed: {src_file} has {len(sources)} lines, {ref_file} {len(references)}")
+    return sources, references
+
+
 def make_batches(model: Path, sources: list[str], per_batch: int) -> list[list[str]]:
     """The test sentences grouped by source token count, longest first, <= per_batch a batch."""
     from aiayn import load
@@ -170,19 +210,27 @@ def make_batches(model: Path, sources: list[str], per_batch: int) -> list[list[s
             for i in range(0, len(group), per_batch)]
 
 
-def spawn(args: argparse.Namespace, engine: str, mode: str, beam: int, batches: Path, ct2: dict,
-          verbose: bool = False) -> dict:
-    """Run one worker pinned to `--cores`; its JSON result (and CTranslate2's log if verbose)."""
+def worker_command(args: argparse.Namespace, engine: str, mode: str, beam: int, batches: Path,
+                   ct2: dict) -> list[str]:
+    """The command line of one worker (not yet pinned)."""
     command = [sys.executable, str(Path(__file__).resolve()), "--worker", engine, "--mode", mode,
                "--beam", str(beam), "--model", str(args.model), "--batches", str(batches),
                "--threads", str(args.threads), "--alpha", str(args.alpha), "--length", str(args.length)]
     if engine.startswith("ctranslate2"):
         command += ["--ct2-dir", str(ct2[engine])]
-    env = os.environ | {"OMP_NUM_THREADS": str(args.threads)}
+    return command
+
+
+def spawn(args: argparse.Namespace, engine: str, mode: str, beam: int, batches: Path, ct2: dict,
+          verbose: bool = False, prefix: list[str] | None = None, env: dict | None = None) -> dict:
+    """Run one worker pinned to `--cores` (under `prefix`, e.g. a profiler, with `env` added); its
+    JSON result (and CTranslate2's log if verbose)."""
+    command = worker_command(args, engine, mode, beam, batches, ct2)
+    env = os.environ | {"OMP_NUM_THREADS": str(args.threads)} | (env or {})
     if verbose:
         env["CT2_VERBOSE"] = "1"
-    done = subprocess.run(["taskset", "-c", args.cores, *command], env=env, capture_output=True, text=True,
-                          check=False)
+    done = subprocess.run([*(prefix or []), "taskset", "-c", args.cores, *command], env=env,
+                          capture_output=True, text=True, check=False)
     if done.returncode != 0:
         sys.exit(f"worker {engine} {mode} beam {beam} failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -198,6 +246,9 @@ def main(argv: list[str] | None = None) -> dict | None:
     parser.add_argument("--model", type=Path, default=REPO / "benchmarks" / "runs" / "multi30k_de_en",
                         help="Multi30k de->en model directory (from benchmarks/multi30k.sh)")
     parser.add_argument("--run", default=None, help="how the model was trained, for the record")
+    parser.add_argument("--source", type=Path, default=None,
+                        help="test sources, one a line (.gz read too; default Multi30k test_2016_flickr.de)")
+    parser.add_argument("--reference", type=Path, default=None, help="their references (default .en)")
     parser.add_argument("--threads", type=int, default=1, help="intra-op threads of every engine")
     parser.add_argument("--cores", default="0", help="taskset core list every run is pinned to")
     parser.add_argument("--repeats", type=int, default=5, help="alternating timed runs per setting")
@@ -220,16 +271,10 @@ def main(argv: list[str] | None = None) -> dict | None:
         run_worker(args)
         return None
 
-    from aiayn.data.corpus import read_lines
-    from aiayn.data.paths import data_root
     from aiayn.evaluation.bleu import corpus_bleu
     from aiayn.export import export_ctranslate2
 
-    multi30k = data_root() / "multi30k"
-    src_file, ref_file = multi30k / "test_2016_flickr.de.gz", multi30k / "test_2016_flickr.en.gz"
-    if not src_file.is_file() or not args.model.is_dir():
-        sys.exit(f"need {src_file} and a model directory --model (now {args.model})")
-    sources, references = read_lines(src_file)[: args.limit], read_lines(ref_file)[: args.limit]
+    sources, references = read_test_set(args)
     work = args.work or Path(tempfile.mkdtemp(prefix="export_speed_"))
     work.mkdir(parents=True, exist_ok=True)
     ct2 = {f"ctranslate2_{kind}": export_ctranslate2(args.model, work / f"ct2_{kind}", quant, overwrite=True)
