@@ -41,6 +41,7 @@ import export_speed  # the harness this reuses: batches, exports, workers
 RESULTS = Path(__file__).parent / "results" / "step_profile.json"
 KINDS: list[tuple[str, str]] = [
     ("OS kernel", r"\[kernel\.kallsyms\]|\[k\]"),
+    ("Inductor's generated loops", r"cpp_fused|torchinductor|kernel_cpp"),
     ("memory (alloc, copy, page faults)",
      r"malloc|free\b|_int_free|cfree|memset|memcpy|memmove|mmap|munmap|brk|realloc|posix_memalign"
      r"|CPUCachingAllocator|allocate|deallocate"),
@@ -49,7 +50,6 @@ KINDS: list[tuple[str, str]] = [
     ("run-time generated code (JIT GEMM kernels)", r"\[unknown\]|\[JIT\]|//anon|jit_"),
     ("attention and softmax", r"softmax|flash_attention|scaled_dot_product|attention"),
     ("layer norm", r"layer_?norm|LayerNorm"),
-    ("Inductor's generated loops", r"cpp_fused|torchinductor|kernel_cpp"),
     ("search (top-k, gather, sort)",
      r"topk|TopK|sort|gather|index_select|argmax|Argmax|beam|index_put|scatter"),
     ("element-wise", r"vectorized|Vectorized|cpu_kernel|binary_op|unary|add_kernel|mul_kernel|copy_kernel|"
