@@ -112,6 +112,30 @@ def test_auto_compiles_by_the_timing_and_says_why(monkeypatch, caplog, one_threa
     assert choose_step_loss("true", *args, None, backend="eager")[0] is not translation_loss
 
 
+def test_compile_true_compiles_at_start_up_and_leaves_the_model_as_it_was(caplog, one_thread):
+    """The first (slow) compiled call happens before `choose_step_loss` returns, so before the
+    training clock starts: compiling must not spend a time-following warmup. The step it takes
+    to compile changes no weight."""
+    torch._dynamo.reset()
+    eager = torch._dynamo.lookup_backend("eager")
+    graphs = []
+
+    def counting(graph, example_inputs):
+        graphs.append(graph)
+        return eager(graph, example_inputs)
+
+    model = tiny_model()
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    with caplog.at_level(logging.INFO, logger="aiayn.training.compiled_step"):
+        loss, reason = choose_step_loss("true", model, [ragged_batch(3, 6, 5)], translation_loss, 0.1, CPU,
+                                        "fp32", 1800.0, backend=counting)
+    assert loss is not translation_loss and graphs  # compiled already
+    assert "compiled in" in reason and "at start-up" in caplog.text
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]), name
+        assert p.grad is None, name
+
+
 def test_auto_times_no_compile_on_a_cpu(monkeypatch, caplog):
     def never(*args, **kwargs):
         raise AssertionError("auto times no compiled step on a CPU")

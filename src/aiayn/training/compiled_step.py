@@ -28,6 +28,10 @@ left (`train.max_minutes`; a run without one is not compiled by `auto`), or `tra
 eager steps where they end the run first. A short run says no before compiling anything when
 even a `BEST_SPEEDUP` could not repay `COMPILE_S_FLOOR`. Compiling
 needs a C++ compiler on a CPU (`aiayn.runtime.compiled.compiler_available`).
+
+Either way the step is compiled at start-up, on a start-up batch, before the training clock
+starts (`compile_at_start`; `auto` compiles while timing): a schedule that follows the clock
+would otherwise spend its warmup share compiling and take its first updates at full rate.
 """
 
 from __future__ import annotations
@@ -154,9 +158,14 @@ def choose_step_loss(
     padding = padding_share(batches)
     share = "" if padding is None else f"padding {100 * padding:.0f}% of the timed batches' positions"
     if setting == "true":
-        reason = f"train.compile=true ({share})" if share else "train.compile=true"
+        compiled = compile_loss(loss_fn, backend, device_type=device.type)
+        reason = "train.compile=true"
+        if batches:
+            compile_s = compile_at_start(model, batches, compiled, label_smoothing, device, precision, timer)
+            reason += f", compiled in {compile_s:.0f} s at start-up"
+        reason += f" ({share})" if share else ""
         log.info("training step compiled: %s", reason)
-        return compile_loss(loss_fn, backend, device_type=device.type), reason
+        return compiled, reason
     run_s = time_left_s
     reason = _not_worth_timing(device, run_s, batches)
     if not reason and steps_left is not None:  # which budget ends the run first: an eager step timed
@@ -181,6 +190,22 @@ def choose_step_loss(
     reason += f"; {share}" if share else ""
     log.info("train.compile auto: %s, %s", "compiled" if pays else "eager", reason)
     return (compiled if pays else loss_fn), reason
+
+
+def compile_at_start(
+    model: nn.Module, batches: Sequence[Any], compiled: LossFn, label_smoothing: float, device: torch.device,
+    precision: str, timer: Timer = time.perf_counter,
+) -> float:
+    """Compile `compiled` by one step on the first of `batches` (weights, gradients and RNG states
+    kept); returns the seconds it took. Compiling here, before the training clock starts (it
+    starts at the first step: `aiayn.training.clock`), keeps it out of a time-following
+    schedule: a warmup given as a share of the run would otherwise be spent compiling, and the
+    first updates taken at the full learning rate."""
+    with training_state_kept(model, device):
+        runner = training_step_runner(model, batches, compiled, label_smoothing, device)
+        before = timer()
+        runner(precision, 0)
+        return timer() - before
 
 
 def eager_step_seconds(
