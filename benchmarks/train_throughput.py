@@ -199,12 +199,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None)
     parser.add_argument("--compare-compile", action="store_true", help="eager against compiled steps")
     parser.add_argument("--backend", default="inductor", help="TorchDynamo backend of --compare-compile")
+    parser.add_argument("--profile", action="store_true",
+                        help="where an eager step's time goes, by operator (torch.profiler)")
     args = parser.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     device = select_device(args.device)
     if args.compare_compile:
         compare_compile(args, device)
+        return
+    if args.profile:
+        profile_steps(args, device)
         return
     args.out = args.out or RESULTS
     peaks = {
@@ -236,6 +241,40 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
+
+
+PRODUCTS = ("aten::mm", "aten::addmm", "aten::bmm")
+ATTENTION = ("_scaled_dot_product",)
+
+
+def profile_steps(args: argparse.Namespace, device: torch.device) -> None:
+    """Self time of each operator over `--steps` eager `Trainer.train_step`s (after two untimed),
+    and the shares of the matrix products and attention, which a compiled step leaves as they are."""
+    from torch.profiler import profile
+
+    batches = make_batches(4, args.target_tokens, 8000, seed=0)
+    for preset in args.presets:
+        for precision in args.precisions:
+            config = ModelConfig.preset(preset, vocab_size=8000, dropout=0.1, max_len=128)
+            torch.manual_seed(0)
+            run = config_from_dict({"train": {"precision": precision, "device": str(device), "warmup": 4000,
+                                              "compile": "false", "progress": "none"}})
+            trainer = Trainer(run, use_float32_attention(Transformer(config)), train_data=None,
+                              valid_data=None, run_dir=Path(tempfile.mkdtemp()), loss_fn=translation_loss)
+            for batch in batches[:2]:
+                trainer.train_step([batch])
+            with profile() as prof:
+                for i in range(args.steps):
+                    trainer.train_step([batches[i % len(batches)]])
+            events = prof.key_averages()
+            total = sum(e.self_cpu_time_total for e in events) or 1.0
+            share = {
+                "matrix products": sum(e.self_cpu_time_total for e in events if e.key in PRODUCTS) / total,
+                "attention": sum(e.self_cpu_time_total for e in events
+                                 if any(a in e.key for a in ATTENTION)) / total,
+            }
+            print(f"{preset} {precision}: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in share.items()))
+            print(events.table(sort_by="self_cpu_time_total", row_limit=20))
 
 
 def compare_compile(args: argparse.Namespace, device: torch.device) -> None:
