@@ -251,4 +251,9 @@ def step_loss_for_run(
                                  time_left_s, steps_left)
     if not broadcast_object(chosen is not loss_fn, dist):
         return loss_fn
-    return chosen if chosen is not loss_fn else compile_loss(loss_fn, device_type=device.type)
+    if chosen is not loss_fn:
+        return chosen
+    compiled = compile_loss(loss_fn, device_type=device.type)  # rank 0 chose it: compiled here too,
+    if batches:  # before the clock, as rank 0's was
+        compile_at_start(model, batches, compiled, cfg.label_smoothing, device, precision)
+    return compiled
