@@ -36,12 +36,14 @@ would otherwise spend its warmup share compiling and take its first updates at f
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.fx.experimental._config  # the duck-sizing switch (compile_loss)
 from torch import nn
 
 from aiayn.core.errors import ConfigError
@@ -89,7 +91,17 @@ def compile_loss(loss_fn: LossFn, backend: str = BACKEND, *, device_type: str) -
     "Training on a GPU and within its budget"). A compiled step then also draws the dropout
     masks an eager step draws from the same seed."""
     options = {"fallback_random": True} if backend == "inductor" and device_type == "cpu" else None
-    return torch.compile(loss_fn, dynamic=True, backend=backend, options=options)
+    compiled = torch.compile(loss_fn, dynamic=True, backend=backend, options=options)
+
+    @functools.wraps(loss_fn)
+    def step_loss(*args: Any, **kwargs: Any) -> tuple[torch.Tensor, int]:
+        # Sizes that happen to be equal in the batch traced (a source as long as its target)
+        # stay separate symbols: PyTorch's "duck sizing" would make them one, and compile again
+        # for every later batch where they differ.
+        with torch.fx.experimental._config.patch(use_duck_shape=False):
+            return compiled(*args, **kwargs)
+
+    return step_loss
 
 
 def padding_share(batches: Sequence[Any]) -> float | None:
