@@ -156,10 +156,12 @@ def equal_work_runner(translator, engine: str, beam: int, length: int):
             ids = [[*row, config.eos_id] for row in translator.tokenizers.source.encode_batch(batch)]
             src = pad_batch(ids, config.pad_id, torch.device("cpu"))
             # eos_id=-1: no token ends a hypothesis, so every row runs `length` steps.
+            # the translator's step runner: its steps are counted (`run_worker`) and it is the
+            # runner a translation uses (prepacked, int8, compiled)
             if beam == 1:
-                greedy_search(translator.model, src, max_steps=length, eos_id=-1)
+                greedy_search(translator.runner, src, max_steps=length, eos_id=-1)
             else:
-                beam_search(translator.model, src, beam, max_steps=length, eos_id=-1)
+                beam_search(translator.runner, src, beam, max_steps=length, eos_id=-1)
             return []
 
         return run
