@@ -282,7 +282,9 @@ def main(argv: list[str] | None = None) -> dict | None:
     ct2 = {f"ctranslate2_{kind}": export_ctranslate2(args.model, work / f"ct2_{kind}", quant, overwrite=True)
            for kind, quant in (("float32", None), ("int8", "int8"))}
     batches = make_batches(args.model, sources, args.batch_sentences)
-    order = {text: i for i, text in enumerate(sources)}
+    order: dict[str, list[int]] = {}
+    for i, text in enumerate(sources):
+        order.setdefault(text, []).append(i)
     batch_file = work / "batches.json"
     batch_file.write_text(json.dumps(batches))
     in_batch_order = [text for batch in batches for text in batch]
@@ -319,8 +321,9 @@ def main(argv: list[str] | None = None) -> dict | None:
             entry["row_steps_per_sentence"] = round(found[0]["row_steps_per_sentence"], 2)
         if mode == "search":
             outputs = [None] * n
+            places = {text: list(where) for text, where in order.items()}  # a test set may repeat a line
             for text, line in zip(in_batch_order, found[-1]["outputs"], strict=True):
-                outputs[order[text]] = line
+                outputs[places[text].pop(0)] = line
             entry["bleu"] = round(corpus_bleu(outputs, references).score, 2)
             entry["outputs"] = outputs
         results[mode].setdefault(f"beam{beam}", {})[engine] = entry
