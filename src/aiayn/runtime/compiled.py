@@ -56,6 +56,10 @@ from aiayn.runtime.operators import register_operators
 from aiayn.runtime.prepacked import PrepackedLinear, prepackable
 from aiayn.runtime.steps import EagerStep
 
+COMPILE_OPTIONS = {"size_asserts": False, "alignment_asserts": False, "scalar_asserts": False}
+"""Inductor's options for the step (also the kept one's, `aiayn.runtime.kept`): the generated code's
+checks of each kernel's output shapes are debugging aids, and the step's network does not change."""
+
 
 def compiler_available() -> bool:
     """True where torch.compile can build its CPU code (a C++ compiler on the PATH)."""
@@ -102,14 +106,8 @@ class CompiledStep(EagerStep):
             network.incremental_step(last, network.encode(src), None, self.new_cache())  # every weight slice
         self._eager_step = network.incremental_step
         # Guards on the network's modules would be checked on every call; it does not change
-        # after this point (weights, structure), so only the inputs are guarded. The generated
-        # code's checks of each kernel's output shapes (debugging aids) are left out for the same reason.
-        options = {
-            "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe,
-            "size_asserts": False,
-            "alignment_asserts": False,
-            "scalar_asserts": False,
-        }
+        # after this point (weights, structure), so only the inputs are guarded.
+        options = COMPILE_OPTIONS | {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
         self._compiled_step = torch.compile(self._eager_step, dynamic=True, options=options)
 
     def new_cache(self) -> DecoderCache:
