@@ -182,8 +182,13 @@ class KeptEntry:
     @property
     def usable_here(self) -> bool:
         """Whether this machine and process could use it (torch, CPU, threads as its key's)."""
+        return self.header is not None and not self.differences()
+
+    def differences(self) -> list[str]:
+        """What of this machine and process differs from the step's key: 'threads 1, here 2'."""
         key = (self.header or {}).get("key") or {}
-        return all(key.get(name) == value for name, value in machine_fields().items())
+        return [f"{name} {key.get(name)}, here {value}" for name, value in machine_fields().items()
+                if key.get(name) != value]
 
 
 def kept_entries(root: Path | None = None) -> list[KeptEntry]:
@@ -205,7 +210,7 @@ def clear_steps(root: Path | None = None, only_stale: bool = False) -> tuple[int
     root = steps_dir() if root is None else root
     files = freed = 0
     for entry in kept_entries(root):
-        if only_stale and entry.header is not None and entry.usable_here:
+        if only_stale and entry.usable_here:
             continue
         entry.path.unlink(missing_ok=True)
         files, freed = files + 1, freed + entry.size
