@@ -194,7 +194,7 @@ def test_int8_quantizes_every_model(ensemble_dirs):
 
 
 @pytest.mark.skipif(not compiler_available(), reason="torch.compile needs a C++ compiler")
-def test_compile_compiles_every_models_own_step(ensemble_dirs):
+def test_compile_compiles_every_models_own_step(ensemble_dirs, shared_kept_steps):
     """Each model's decoding step is compiled (its own `CompiledStep`); the ensemble then finds
     what the eager ensemble finds."""
     from aiayn.runtime.compiled import CompiledStep
