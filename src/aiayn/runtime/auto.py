@@ -95,7 +95,7 @@ class AutoStep:
 
     def encode(self, src: Tensor, src_padding_mask: Tensor | None = None) -> Any:
         """`EagerStep.encode`; a new batch is where the runner may switch (its cache is new)."""
-        if not self.decided and self.eager_s >= MEASURE_S:
+        if not self.decided and self.encoded and self.eager_s >= MEASURE_S:
             self.decide()
         self.encoded += src.size(0)
         return self.current.encode(src, src_padding_mask)
