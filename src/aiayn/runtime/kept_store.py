@@ -75,11 +75,10 @@ def source_fingerprint() -> str:
     """sha256 of the aiayn modules a step is traced from (`aiayn.model`, `aiayn.runtime`): the
     generated code follows their source, so another aiayn version keeps its own steps."""
     import aiayn.model
-    import aiayn.runtime
 
     digest = hashlib.sha256()
-    for package in (aiayn.model, aiayn.runtime):
-        for path in sorted(Path(package.__file__).parent.glob("*.py")):
+    for folder in (Path(aiayn.model.__file__).parent, Path(__file__).parent):  # model/, runtime/
+        for path in sorted(folder.glob("*.py")):
             digest.update(path.name.encode() + b"\0" + path.read_bytes())
     return digest.hexdigest()
 
