@@ -29,8 +29,10 @@ products become a few fused loops called from generated code:
   spare (`SpareCache`: a view covering a whole buffer would be another layout, compiled again).
 
 The outputs are those of the eager step up to float rounding (sums in another order).
-Compiling takes tens of seconds before the first batch (and needs a C++ compiler), so it is
-opt-in: `aiayn.load(..., compile=True)`, `aiayn translate --compile`. What is compiled is the
+Compiling takes tens of seconds before the first batch (and needs a C++ compiler), and Dynamo
+traces the step again in every process; on the CPU, `aiayn.load(..., compile=True)` and
+`aiayn translate --compile` therefore run `KeptStep` (`aiayn.runtime.kept`), this step built once
+and kept on disk, and `CompiledStep` itself runs elsewhere (CUDA). What is compiled is the
 model's own step (`Transformer.incremental_step`) on the runner's network
 (`aiayn.runtime.network`: the model's modules copied around its parameters, with the runtime's
 linear layers and attention); `CompiledStep(model)` is the step runner
