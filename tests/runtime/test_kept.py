@@ -251,3 +251,16 @@ def test_the_cache_command_lists_and_clears_kept_steps(kept, tmp_path, monkeypat
 def test_load_refuses_an_unknown_compile_value(model_dir):
     with pytest.raises(ConfigError, match="compile must be True, False or one of"):
         aiayn.load(model_dir, "cpu", compile="sometimes")
+
+
+def test_a_cache_directory_that_cannot_be_written_leaves_decoding_eager(kept, tmp_path, model_dir, caplog):
+    """No place to keep the step (here a file where its folder would be): one warning line, and
+    the search decodes eagerly, the same output."""
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("")
+    runner = KeptStep(kept.model, build=True, root=blocker / "steps")
+    with caplog.at_level(logging.WARNING, "aiayn"):
+        ours = greedy_search(runner, source(kept.model, model_dir), 10).tokens
+    [line] = caplog.messages
+    assert "cannot keep the decoding step in" in line and runner.calls["kept"] == 0
+    assert ours == greedy_search(kept.model, source(kept.model, model_dir), 10).tokens

@@ -128,6 +128,8 @@ class KeptStep(CompiledStep):
             if src_padding_mask is None:  # (b, S), masking nothing
                 src_padding_mask = memory.new_ones(memory.shape[:2], dtype=torch.bool)
             values = (self.network, last, memory, src_padding_mask, cache, groups)
+            # The guards checked directly: the function's own call first binds the arguments
+            # through `inspect.Signature`, which costs as much as a small step's arithmetic.
             if function._artifacts.guard_manager.check(dict(zip(self._arguments, values, strict=True))):
                 self.calls["kept"] += 1
                 return function.fn(*values)
@@ -146,13 +148,21 @@ class KeptStep(CompiledStep):
             if problem is not None:
                 log.warning("aiayn: %s; decoding that variant eagerly (--compile builds it again)", problem)
             return function
-        with build_lock(self.directory):  # another process may be building it: wait, then load
-            function, problem = self._load(variant)
-            if function is not None:
-                return function
-            if problem is not None:
-                log.warning("aiayn: %s; building it again", problem)
-            return self._build(variant)
+        try:
+            with build_lock(self.directory):  # another process may be building it: wait, then load
+                function, problem = self._load(variant)
+                if function is not None:
+                    return function
+                if problem is not None:
+                    log.warning("aiayn: %s; building it again", problem)
+                return self._build(variant)
+        except OSError as error:  # the cache directory cannot be written: decoding goes on
+            log.warning("aiayn: cannot keep the decoding step in %s (%s); decoding that variant eagerly",
+                        self.directory, error.strerror or error)
+        except Exception as error:  # a compile that fails leaves the eager step, which is exact
+            log.warning("aiayn: compiling the decoding step (%s) failed (%s: %s); decoding it eagerly",
+                        variant, type(error).__name__, str(error).splitlines()[0][:160] if str(error) else "")
+        return None
 
     def _load(self, variant: str) -> tuple[Any, str | None]:
         """(the kept variant's function or None, why a kept file was not used or None)."""
