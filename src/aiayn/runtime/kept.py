@@ -1,10 +1,13 @@
 """The compiled decoding step, kept: built once per model, PyTorch and CPU, then loaded by later
 processes without tracing again.
 
-Against the reference: the same generated code as `aiayn.runtime.compiled` (the same network,
-attention written element-wise, the same compiler options), saved and read back; its outputs are
-the compiled step's, equal to the eager step's up to float rounding. Proved by
-`tests/runtime/test_kept.py::test_a_second_process_reuses_the_kept_step_and_decodes_as_eager`.
+Against the reference: `aiayn.paper.greedy_decode` re-runs the decoder over the whole prefix at
+every step; this is the cached step compiled as `aiayn.runtime.compiled` compiles it (the same
+network, attention written element-wise, the same compiler options), saved and read back, so its
+outputs are the compiled step's: the eager step's up to float rounding, the same tokens. Proved by
+`tests/runtime/test_kept.py::test_a_second_process_reuses_the_kept_step_and_decodes_as_eager`
+(a process that loads it translates as the eager decoder) and
+`tests/decoding/test_compiled_decoding.py::test_compiled_beam_and_greedy_search_same_as_eager`.
 
 `CompiledStep` pays the compile in every process: PyTorch's on-disk caches keep Inductor's code,
 but Dynamo still traces the step each time, which is most of the wait. Two ways keep the whole
