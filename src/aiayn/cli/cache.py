@@ -42,11 +42,12 @@ def megabytes(size: int) -> str:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from aiayn.runtime.kept_store import kept_entries, steps_dir
+    from aiayn.runtime.kept_store import KERNELS, kept_entries, steps_dir, tree_size
 
     entries = kept_entries()
-    total = sum(entry.size for entry in entries)
-    print(f"{steps_dir()}: {len(entries)} kept decoding step file(s), {megabytes(total)}")
+    kernels = {entry.path.parent: tree_size(entry.path.parent / KERNELS) for entry in entries}
+    total = sum(entry.size for entry in entries) + sum(kernels.values())
+    print(f"{steps_dir()}: {len(entries)} kept decoding step file(s), {megabytes(total)} with their kernels")
     folder = None
     for entry in entries:
         if entry.path.parent != folder:
@@ -54,7 +55,8 @@ def run_list(args: argparse.Namespace) -> int:
             header = entry.header or {}
             key = header.get("key") or {}
             print(f"  {folder.name}/  {header.get('label') or '(unnamed model)'}, {key.get('runtime', '?')}, "
-                  f"torch {key.get('torch', '?')}, {key.get('threads', '?')} thread(s)")
+                  f"torch {key.get('torch', '?')}, {key.get('threads', '?')} thread(s); "
+                  f"kernels {megabytes(kernels[folder])}")
         size = f"    {megabytes(entry.size):>9}  {entry.path.name:<20}"
         if entry.header is None:
             print(f"{size} unreadable (aiayn cache clear removes it)")

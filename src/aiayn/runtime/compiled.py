@@ -41,6 +41,7 @@ linear layers and attention); `CompiledStep(model)` is the step runner
 
 from __future__ import annotations
 
+import functools
 import math
 import shutil
 from typing import Any
@@ -107,10 +108,16 @@ class CompiledStep(EagerStep):
         with torch.no_grad():
             network.incremental_step(last, network.encode(src), None, self.new_cache())  # every weight slice
         self._eager_step = network.incremental_step
+
+    @functools.cached_property
+    def _compiled_step(self) -> Any:
+        """The step wrapped by `torch.compile` (which compiles on its first call), made when
+        first asked for: making it imports the compiler, which a `KeptStep` that loads its
+        step does not need."""
         # Guards on the network's modules would be checked on every call; it does not change
         # after this point (weights, structure), so only the inputs are guarded.
         options = COMPILE_OPTIONS | {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
-        self._compiled_step = torch.compile(self._eager_step, dynamic=True, options=options)
+        return torch.compile(self._eager_step, dynamic=True, options=options)
 
     def new_cache(self) -> DecoderCache:
         """An empty cache whose buffers keep a position spare (`SpareCache`)."""

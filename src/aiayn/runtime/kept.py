@@ -53,6 +53,7 @@ from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.compiled import COMPILE_OPTIONS, CompiledStep
 from aiayn.runtime.kept_store import (
+    KERNELS,
     SUFFIX,
     DamagedArtifact,
     StaleArtifact,
@@ -143,6 +144,15 @@ class KeptStep(CompiledStep):
         """The file of a kept variant."""
         return self.directory / f"{variant}{SUFFIX}"
 
+    def kernels(self) -> contextlib.AbstractContextManager:
+        """Inductor's cache directory set to the step's folder while it builds or loads (then
+        put back): a kept file holds the generated code, its compiled C++ kernels are looked up
+        by their source there, and a cache in /tmp (Inductor's default) would not outlive a
+        reboot: loading would compile them again."""
+        from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
+
+        return temporary_cache_dir(str(self.directory / KERNELS))
+
     # ------------------------------------------------------------------ loading and building
     def _obtain(self, variant: str) -> Any:
         """The variant's compiled function: loaded if kept, else built and kept (`build`), else None."""
@@ -169,6 +179,8 @@ class KeptStep(CompiledStep):
 
     def _load(self, variant: str) -> tuple[Any, str | None]:
         """(the kept variant's function or None, why a kept file was not used or None)."""
+        import torch._inductor.config
+
         path = self.path(variant)
         started = time.perf_counter()
         try:
@@ -176,7 +188,10 @@ class KeptStep(CompiledStep):
             if found is None:
                 return None, None
             payload = found[1]
-            function = torch.compiler.load_compiled_function(io.BytesIO(payload))
+            # The processor's vector instructions were probed when the step was built, on a CPU
+            # with these flags (the key): not again, in subprocesses, on every load.
+            with self.kernels(), torch._inductor.config.patch({"cpp.vec_isa_ok": True}):
+                function = torch.compiler.load_compiled_function(io.BytesIO(payload))
         except StaleArtifact as error:
             return None, f"kept decoding step {path} not used: {error}"
         except DamagedArtifact as error:
@@ -198,13 +213,14 @@ class KeptStep(CompiledStep):
             options=COMPILE_OPTIONS | {"guard_filter_fn": torch.compiler.keep_portable_guards_unsafe},
         )
         with contextlib.ExitStack() as stack:
+            stack.enter_context(self.kernels())
             stack.enter_context(torch.no_grad())
             # A Python float read in the step (a scale) is a constant, not a graph input; equal
             # sizes are not assumed equal (a batch of 8 with sources of 8 tokens is no rule).
             stack.enter_context(torch._dynamo.config.patch(specialize_float=True))
             stack.enter_context(torch.fx.experimental._config.patch(use_duck_shape=False))
             function = compiled.aot_compile((arguments, {}))  # type: ignore[attr-defined]
-        payload = type(function).serialize(function).serialized_data
+            payload = type(function).serialize(function).serialized_data
         build_s = time.perf_counter() - started
         write_artifact(self.path(variant), self.key, variant, payload, build_s, self.label)
         self.built.append(variant)

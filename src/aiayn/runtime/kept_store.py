@@ -5,7 +5,8 @@ only for the same weights, the same PyTorch, the same processor features, the sa
 threads, the same runtime (float32 or int8) and the same aiayn source of the model and runtime
 modules it was traced from. All of these make its *key* (`step_key`); the key's digest names its
 folder, `steps/<digest>/` in the user's cache directory (`aiayn.core.user_cache`), one file per
-variant of the step (`<variant>.step`).
+variant of the step (`<variant>.step`) and the C++ kernels they load (`kernels/`, Inductor's cache
+while the step builds and loads: without it a load compiles them again).
 
 Each file is self-describing: a magic line, a JSON header (the full key, the variant, the payload's
 size and sha256, the build's seconds and date, the model it was built for) and the payload, the
@@ -45,6 +46,8 @@ from aiayn.runtime.cpu import cpu_info
 MAGIC = b"aiayn kept decoding step 1\n"
 SUFFIX = ".step"
 LOCK_FILE = ".lock"
+KERNELS = "kernels"
+"""The folder of a kept step's compiled kernels (Inductor's cache while it builds and loads)."""
 
 
 class StaleArtifact(Exception):
@@ -203,6 +206,11 @@ def kept_entries(root: Path | None = None) -> list[KeptEntry]:
     return entries
 
 
+def tree_size(folder: Path) -> int:
+    """Bytes of the files under `folder` (its kernels, for `aiayn cache list`)."""
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
+
+
 def clear_steps(root: Path | None = None, only_stale: bool = False) -> tuple[int, int]:
     """Remove kept steps under `root` (default `steps_dir()`): all, or (`only_stale`) those this
     machine cannot use. Returns (files removed, bytes freed). Folders left empty go too."""
@@ -215,6 +223,7 @@ def clear_steps(root: Path | None = None, only_stale: bool = False) -> tuple[int
         files, freed = files + 1, freed + entry.size
     for folder in root.glob("*") if root.is_dir() else []:
         if folder.is_dir() and not any(folder.glob(f"*{SUFFIX}")):
+            freed += tree_size(folder)
             shutil.rmtree(folder, ignore_errors=True)
     if root.is_dir() and not any(root.iterdir()):
         os.rmdir(root)
