@@ -23,7 +23,7 @@ from aiayn.core.errors import ConfigError
 from aiayn.decoding import greedy_search
 from aiayn.runtime.compiled import compiler_available
 from aiayn.runtime.kept import KeptStep, kept_directory
-from aiayn.runtime.kept_store import MAGIC, DamagedArtifact, StaleArtifact, read_artifact
+from aiayn.runtime.kept_store import KERNELS, MAGIC, DamagedArtifact, StaleArtifact, read_artifact
 from threads import one_thread  # noqa: F401 (autouse: one intra-op thread, as the kept step's key)
 
 pytestmark = pytest.mark.skipif(not compiler_available(), reason="compiling needs a C++ compiler")
@@ -59,11 +59,14 @@ def kept(model_dir, tmp_path_factory):
         torch.set_num_threads(threads)
 
 
-def copy_entry(kept: Kept, root: Path) -> Path:
-    """The kept file copied into `root` (a steps folder), at the same place; its path there."""
+def copy_entry(kept: Kept, root: Path, kernels: bool = True) -> Path:
+    """The kept file copied into `root` (a steps folder), at the same place, with its compiled
+    kernels (else a load compiles them again); its path there."""
     target = root / kept.path.parent.name / kept.path.name
     target.parent.mkdir(parents=True)
     shutil.copyfile(kept.path, target)
+    if kernels:
+        shutil.copytree(kept.path.parent / KERNELS, target.parent / KERNELS)
     return target
 
 
@@ -211,6 +214,7 @@ def test_two_builders_at_once_leave_one_valid_file(kept, tmp_path, model_dir):
     payload = tmp_path / "payload"
     payload.write_bytes(read_artifact(kept.path, key)[1])
     root = tmp_path / "steps"
+    shutil.copytree(kept.path.parent / KERNELS, root / kept.path.parent.name / KERNELS)  # as built
     command = [sys.executable, "-c", BUILDER, str(model_dir), str(root), str(payload), SENTENCE]
     workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for _ in range(2)]
@@ -221,8 +225,9 @@ def test_two_builders_at_once_leave_one_valid_file(kept, tmp_path, model_dir):
         results.append(json.loads(out.splitlines()[-1]))
     assert sorted(len(r["built"]) for r in results) == [0, 1]
     assert all(r["calls"]["kept"] > 0 for r in results)
-    files = sorted(p.name for p in root.rglob("*") if p.is_file())
+    files = sorted(p.name for p in root.glob("*/*") if p.is_file())
     assert files == [".lock", "greedy-single.step"]
+    assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
     [kept_file] = root.rglob("*.step")
     assert read_artifact(kept_file, key)[1] == payload.read_bytes()
 
@@ -233,7 +238,7 @@ def test_the_cache_command_lists_and_clears_kept_steps(kept, tmp_path, monkeypat
     from aiayn.cli.main import main
 
     monkeypatch.setenv("AIAYN_CACHE_DIR", str(tmp_path))
-    usable = copy_entry(kept, tmp_path / "steps")
+    usable = copy_entry(kept, tmp_path / "steps", kernels=False)
     other = tmp_path / "steps" / "other" / "beam-one.step"
     other.parent.mkdir()
     shutil.copyfile(usable, other)
