@@ -75,7 +75,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, help="an aiayn translation model directory")
     parser.add_argument("--text", default="Saturday, 21 November 2026", help="the one sentence of 1-3")
-    parser.add_argument("--sentences", type=int, default=400, help="inputs of the throughput part (4)")
+    parser.add_argument("--sentences", type=int, default=400, help="inputs of part 4 (0: skip it)")
     parser.add_argument("--input", help="their file (default: the dates task's test inputs)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--rounds", type=int, default=3)
@@ -91,11 +91,13 @@ def main() -> None:
                                  capture_output=True, text=True, check=True).stdout
         if options.input:
             sentences = Path(options.input).read_text(encoding="utf-8").splitlines()[: options.sentences]
-        else:
+        elif options.sentences:
             from aiayn.data.synthetic import make_task
 
             sentences = [src for src, _ in make_task("dates", 7, 0, 0, options.sentences)["test"]]
-        rates = throughput(options.model, sentences, options.rounds, options.threads)
+        else:
+            sentences = []
+        rates = throughput(options.model, sentences, options.rounds, options.threads) if sentences else {}
     result = {
         "settings": {"model": options.model, "text": options.text, "threads": options.threads,
                      "sentences": len(sentences), "rounds": options.rounds, "cpu_model": cpu_model(),
