@@ -66,7 +66,7 @@ def copy_entry(kept: Kept, root: Path, kernels: bool = True) -> Path:
     target.parent.mkdir(parents=True)
     shutil.copyfile(kept.path, target)
     if kernels:
-        shutil.copytree(kept.path.parent / KERNELS, target.parent / KERNELS)
+        shutil.copytree(kept.path.parent.parent / KERNELS, root / KERNELS)
     return target
 
 
@@ -214,7 +214,7 @@ def test_two_builders_at_once_leave_one_valid_file(kept, tmp_path, model_dir):
     payload = tmp_path / "payload"
     payload.write_bytes(read_artifact(kept.path, key)[1])
     root = tmp_path / "steps"
-    shutil.copytree(kept.path.parent / KERNELS, root / kept.path.parent.name / KERNELS)  # as built
+    shutil.copytree(kept.path.parent.parent / KERNELS, root / KERNELS)  # as built
     command = [sys.executable, "-c", BUILDER, str(model_dir), str(root), str(payload), SENTENCE]
     workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for _ in range(2)]
@@ -225,7 +225,7 @@ def test_two_builders_at_once_leave_one_valid_file(kept, tmp_path, model_dir):
         results.append(json.loads(out.splitlines()[-1]))
     assert sorted(len(r["built"]) for r in results) == [0, 1]
     assert all(r["calls"]["kept"] > 0 for r in results)
-    files = sorted(p.name for p in root.glob("*/*") if p.is_file())
+    files = sorted(p.name for p in root.glob("*/*") if p.is_file() and p.parent.name != KERNELS)
     assert files == [".lock", "greedy-single.step"]
     assert not [p for p in root.rglob("*") if p.name.endswith(".tmp")]
     [kept_file] = root.rglob("*.step")

@@ -45,9 +45,10 @@ def run_list(args: argparse.Namespace) -> int:
     from aiayn.runtime.kept_store import KERNELS, kept_entries, steps_dir, tree_size
 
     entries = kept_entries()
-    kernels = {entry.path.parent: tree_size(entry.path.parent / KERNELS) for entry in entries}
-    total = sum(entry.size for entry in entries) + sum(kernels.values())
-    print(f"{steps_dir()}: {len(entries)} kept decoding step file(s), {megabytes(total)} with their kernels")
+    kernels = tree_size(steps_dir() / KERNELS) if (steps_dir() / KERNELS).is_dir() else 0
+    total = sum(entry.size for entry in entries) + kernels
+    print(f"{steps_dir()}: {len(entries)} kept decoding step file(s), {megabytes(total)} with their "
+          f"compiled kernels ({KERNELS}/: {megabytes(kernels)})")
     folder = None
     for entry in entries:
         if entry.path.parent != folder:
@@ -55,8 +56,7 @@ def run_list(args: argparse.Namespace) -> int:
             header = entry.header or {}
             key = header.get("key") or {}
             print(f"  {folder.name}/  {header.get('label') or '(unnamed model)'}, {key.get('runtime', '?')}, "
-                  f"torch {key.get('torch', '?')}, {key.get('threads', '?')} thread(s); "
-                  f"kernels {megabytes(kernels[folder])}")
+                  f"torch {key.get('torch', '?')}, {key.get('threads', '?')} thread(s)")
         size = f"    {megabytes(entry.size):>9}  {entry.path.name:<20}"
         if entry.header is None:
             print(f"{size} unreadable (aiayn cache clear removes it)")

@@ -145,13 +145,14 @@ class KeptStep(CompiledStep):
         return self.directory / f"{variant}{SUFFIX}"
 
     def kernels(self) -> contextlib.AbstractContextManager:
-        """Inductor's cache directory set to the step's folder while it builds or loads (then
-        put back): a kept file holds the generated code, its compiled C++ kernels are looked up
-        by their source there, and a cache in /tmp (Inductor's default) would not outlive a
-        reboot: loading would compile them again."""
+        """Inductor's cache directory set to the kept steps' own (`kernels/` beside their
+        folders) while a step builds or loads, then put back: a kept file holds the generated
+        code, whose compiled C++ kernels are looked up by their source there (Inductor's default,
+        in /tmp, would not outlive a reboot: loading would compile them again). Shared by every
+        kept step: a model retrained with the same settings generates the same kernels."""
         from torch._inductor.runtime.cache_dir_utils import temporary_cache_dir
 
-        return temporary_cache_dir(str(self.directory / KERNELS))
+        return temporary_cache_dir(str(self.directory.parent / KERNELS))
 
     # ------------------------------------------------------------------ loading and building
     def _obtain(self, variant: str) -> Any:

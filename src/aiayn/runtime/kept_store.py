@@ -5,8 +5,8 @@ only for the same weights, the same PyTorch, the same processor features, the sa
 threads, the same runtime (float32 or int8) and the same aiayn source of the model and runtime
 modules it was traced from. All of these make its *key* (`step_key`); the key's digest names its
 folder, `steps/<digest>/` in the user's cache directory (`aiayn.core.user_cache`), one file per
-variant of the step (`<variant>.step`) and the C++ kernels they load (`kernels/`, Inductor's cache
-while the step builds and loads: without it a load compiles them again).
+variant of the step (`<variant>.step`); `steps/kernels/` holds the C++ kernels they load (Inductor's
+cache while a step builds and loads: without it a load compiles them again), shared by all.
 
 Each file is self-describing: a magic line, a JSON header (the full key, the variant, the payload's
 size and sha256, the build's seconds and date, the model it was built for) and the payload, the
@@ -47,7 +47,8 @@ MAGIC = b"aiayn kept decoding step 1\n"
 SUFFIX = ".step"
 LOCK_FILE = ".lock"
 KERNELS = "kernels"
-"""The folder of a kept step's compiled kernels (Inductor's cache while it builds and loads)."""
+"""The folder, beside the steps' own, of their compiled kernels (Inductor's cache while a step
+builds and loads)."""
 
 
 class StaleArtifact(Exception):
@@ -207,7 +208,7 @@ def kept_entries(root: Path | None = None) -> list[KeptEntry]:
 
 
 def tree_size(folder: Path) -> int:
-    """Bytes of the files under `folder` (its kernels, for `aiayn cache list`)."""
+    """Bytes of the files under `folder` (the kernels, for `aiayn cache list`)."""
     return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file())
 
 
@@ -222,6 +223,8 @@ def clear_steps(root: Path | None = None, only_stale: bool = False) -> tuple[int
         entry.path.unlink(missing_ok=True)
         files, freed = files + 1, freed + entry.size
     for folder in root.glob("*") if root.is_dir() else []:
+        if folder.name == KERNELS and (only_stale or any(root.glob(f"*/*{SUFFIX}"))):
+            continue  # shared by the steps left
         if folder.is_dir() and not any(folder.glob(f"*{SUFFIX}")):
             freed += tree_size(folder)
             shutil.rmtree(folder, ignore_errors=True)
