@@ -6,11 +6,14 @@ One variant (`greedy-single`: one sentence, greedy) of the tiny model is built o
 (`kept`); the tests copy or plant files from it, and a build they need to cause, not to run, is
 stood in for by a recorder (`_build`)."""
 
+import io
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,7 +26,14 @@ from aiayn.core.errors import ConfigError
 from aiayn.decoding import greedy_search
 from aiayn.runtime.compiled import compiler_available
 from aiayn.runtime.kept import KeptStep, kept_directory
-from aiayn.runtime.kept_store import KERNELS, MAGIC, DamagedArtifact, StaleArtifact, read_artifact
+from aiayn.runtime.kept_store import (
+    KERNELS,
+    MAGIC,
+    DamagedArtifact,
+    StaleArtifact,
+    read_artifact,
+    write_artifact,
+)
 from threads import one_thread  # noqa: F401 (autouse: one intra-op thread, as the kept step's key)
 
 pytestmark = pytest.mark.skipif(not compiler_available(), reason="compiling needs a C++ compiler")
@@ -161,14 +171,16 @@ def test_a_kept_step_of_another_torch_version_is_never_used(kept, tmp_path, monk
     assert "not used: it was made for another torch; building it again" in line
 
 
-def test_a_truncated_kept_step_warns_once_and_is_rebuilt(kept, tmp_path, model_dir, caplog):
+def test_a_truncated_kept_step_warns_once_and_is_rebuilt(kept, tmp_path, model_dir, caplog, monkeypatch):
     """A file cut short gives one warning line and is built again, whole; a later process loads
-    the new one."""
+    the new one. (The build stands in for the compile: it keeps the payload the fixture built.)"""
     damaged = copy_entry(kept, tmp_path)
     damaged.write_bytes(damaged.read_bytes()[: damaged.stat().st_size // 2])
     key, _ = kept_directory(kept.model, None)
     with pytest.raises(DamagedArtifact, match="truncated"):
         read_artifact(damaged, key)
+    payload = read_artifact(kept.path, key)[1]
+    monkeypatch.setattr(KeptStep, "_build", keeping(payload))
     runner = KeptStep(kept.model, build=True, root=tmp_path)
     with caplog.at_level(logging.WARNING, "aiayn"):
         greedy_search(runner, source(kept.model, model_dir), 10)
@@ -181,24 +193,30 @@ def test_a_truncated_kept_step_warns_once_and_is_rebuilt(kept, tmp_path, model_d
     assert again.calls["kept"] > 0 and again.built == []
 
 
+def keeping(payload: bytes, seconds: float = 0.0):
+    """A `KeptStep._build` standing in for the compile: after `seconds`, it keeps `payload` (a
+    real compiled step of the same model) as the variant's file and loads it."""
+
+    def build(self, variant):
+        time.sleep(seconds)
+        write_artifact(self.path(variant), self.key, variant, payload, seconds, None)
+        self.built.append(variant)
+        with self.kernels():
+            return torch.compiler.load_compiled_function(io.BytesIO(payload))
+
+    return build
+
+
 BUILDER = """
-import io, json, sys, time, torch
+import json, sys, torch
 torch.set_num_threads(1)
 import aiayn
 from pathlib import Path
 from aiayn.decoding import greedy_search
 from aiayn.runtime.kept import KeptStep
-from aiayn.runtime.kept_store import write_artifact
+from runtime.test_kept import keeping
 model_dir, root, payload_file, sentence = sys.argv[1:5]
-payload = Path(payload_file).read_bytes()
-
-def build(self, variant):  # the compile stood in for: slow, then the real payload
-    time.sleep(1.5)
-    write_artifact(self.path(variant), self.key, variant, payload, 1.5, None)
-    self.built.append(variant)
-    return torch.compiler.load_compiled_function(io.BytesIO(payload))
-
-KeptStep._build = build
+KeptStep._build = keeping(Path(payload_file).read_bytes(), seconds=1.0)  # slow, then the real payload
 translator = aiayn.load(model_dir, "cpu")
 runner = KeptStep(translator.model, build=True, root=Path(root))
 ids = translator.tokenizers.source.encode(sentence) + [translator.config.eos_id]
@@ -216,7 +234,8 @@ def test_two_builders_at_once_leave_one_valid_file(kept, tmp_path, model_dir):
     root = tmp_path / "steps"
     shutil.copytree(kept.path.parent.parent / KERNELS, root / KERNELS)  # as built
     command = [sys.executable, "-c", BUILDER, str(model_dir), str(root), str(payload), SENTENCE]
-    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1]))  # tests/: `keeping`
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
                for _ in range(2)]
     results = []
     for worker in workers:
