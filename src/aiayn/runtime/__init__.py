@@ -76,14 +76,14 @@ def accelerate(
         if mode == "always":
             return KeptStep(model, quantize, build=True, label=label, root=root)
         if compiler_available():
-            key = kept_directory(model, quantize, root)
-            if has_kept_step(key[1]):
-                return KeptStep(model, quantize, build=False, label=label, key=key)
+            location = kept_directory(model, quantize, root)
+            if has_kept_step(location[1]):
+                return KeptStep(model, quantize, build=False, label=label, location=location)
             if sentences:
                 from aiayn.runtime.auto import AutoStep, build_estimate
 
                 return AutoStep(
-                    model, quantize, sentences, build_s=build_estimate(key[0], root),
-                    make_kept=lambda: KeptStep(model, quantize, build=True, label=label, key=key),
+                    model, quantize, sentences, build_s=build_estimate(location[0], root),
+                    make_kept=lambda: KeptStep(model, quantize, build=True, label=label, location=location),
                 )
     return Int8Step(model) if quantize == "int8" else PrepackedStep(model)

@@ -101,16 +101,16 @@ class KeptStep(CompiledStep):
         build: build (and keep) a variant that is not kept yet; False: run it eagerly.
         label: what the kept files name as their model (e.g. its directory), for `aiayn cache list`.
         root: the folder of kept steps (default `kept_store.steps_dir()`).
-        key: the step's key, when the caller has computed it (`kept_directory`).
+        location: (key, folder) of the step (`kept_directory`), when the caller has computed it.
     """
 
     def __init__(
         self, model: Transformer, quantize: str | None = None, build: bool = True, label: str | None = None,
-        root: Path | None = None, key: tuple[dict, Path] | None = None,
+        root: Path | None = None, location: tuple[dict, Path] | None = None,
     ) -> None:
         super().__init__(model, quantize)
         self.build, self.label = build, label
-        self.key, self.directory = key if key is not None else kept_directory(model, quantize, root)
+        self.key, self.directory = location if location is not None else kept_directory(model, quantize, root)
         self.variants: dict[str, Any] = {}  # variant -> its compiled function, or None (eager)
         self.built: list[str] = []  # variants this process built (the others were loaded)
         self.calls = Counter()  # steps run by a kept variant ('kept') and eagerly ('eager')
