@@ -20,6 +20,25 @@ def pytest_sessionfinish(session, exitstatus) -> None:
         shutil.rmtree(_TEST_STORES, ignore_errors=True)
 
 
+@pytest.fixture(autouse=True)
+def own_user_cache(tmp_path_factory, monkeypatch):
+    """Each test its own user cache directory ($AIAYN_CACHE_DIR: kept decoding steps, downloads),
+    not yet made: what one test keeps never changes what another does (`--compile auto` uses a
+    kept step where it finds one). Tests that share kept steps ask for `shared_kept_steps`."""
+    directory = tmp_path_factory.getbasetemp() / "user-caches" / next(tempfile._get_candidate_names())
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(directory))
+    return directory
+
+
+@pytest.fixture
+def shared_kept_steps(tmp_path_factory, monkeypatch):
+    """One user cache directory for the whole session, for the tests that compile the decoding
+    step: each variant of a model's kept step is built once, by the first test that needs it."""
+    directory = tmp_path_factory.getbasetemp() / "user-caches" / "shared"
+    monkeypatch.setenv("AIAYN_CACHE_DIR", str(directory))
+    return directory
+
+
 @pytest.fixture(scope="session")
 def dates_run(tmp_path_factory):
     """A `dates` model trained once per session (see `shared_dates`): its run directory."""

@@ -125,9 +125,10 @@ def test_compile_compiles_every_model(ensemble_dirs, capsys, monkeypatch):
     """--compile reaches each model of the ensemble (the compiled step itself is tested in
     tests/inference/test_ensemble.py; here a stand-in records which models it was given)."""
     import aiayn.runtime.compiled as compiled
+    import aiayn.runtime.kept as kept
 
     given = []
-    monkeypatch.setattr(compiled, "CompiledStep", lambda model, quantize=None: given.append(model) or model)
+    monkeypatch.setattr(kept, "KeptStep", lambda model, quantize=None, **_: given.append(model) or model)
     monkeypatch.setattr(compiled, "compiler_available", lambda: True)
     code, out, err = run(capsys, "translate", *models(ensemble_dirs), "--text", TEXTS[0], "--compile",
                          "--device", "cpu")

@@ -108,7 +108,7 @@ def test_translate_long_line_error_and_nbest_are_the_same_with_report(dates_run,
 
 
 @pytest.mark.skipif(not compiler_available(), reason="compiling needs a C++ compiler on the PATH")
-def test_compiled_translate_prints_the_same_lines_with_report(dates_run, tmp_path, capsys):
+def test_compiled_translate_prints_the_same_lines_with_report(dates_run, tmp_path, capsys, shared_kept_steps):
     src = write(tmp_path / "src.txt", SOURCES[:2])
     options = ["--compile", "--beam", "2"]
     status, without, _ = translate(dates_run, src, tmp_path, options, False, capsys)

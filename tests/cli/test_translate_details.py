@@ -111,7 +111,9 @@ def test_dates_model_token_scores_sum_to_aiayn_score(dates_run, tmp_path, capsys
             assert o["score"] == pytest.approx(o["log_prob"] / penalty, abs=1e-4)
 
 
-def test_dates_model_alignments_are_the_same_under_int8_and_compile(dates_run, tmp_path, capsys):
+def test_dates_model_alignments_are_the_same_under_int8_and_compile(
+    dates_run, tmp_path, capsys, shared_kept_steps
+):
     from aiayn.runtime.compiled import compiler_available
 
     eager = translate_jsonl(capsys, tmp_path, dates_run, "--alignments", "--beam", "1")

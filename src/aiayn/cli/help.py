@@ -21,7 +21,7 @@ GROUPS = {
     "train and data": ["train", "prepare", "lm", "classify", "average"],
     "translate and evaluate": ["translate", "evaluate", "score"],
     "inspect": ["shapes", "plot", "explore"],
-    "deploy": ["export", "import", "serve", "completion"],
+    "deploy": ["export", "import", "serve", "completion", "cache"],
 }
 """The top level's commands, in the groups `aiayn --help` lists them in."""
 
@@ -123,6 +123,15 @@ EXAMPLES = {
     "completion": [
         "aiayn completion bash > ~/.local/share/bash-completion/completions/aiayn",
         "aiayn completion zsh > ~/.zfunc/_aiayn",
+    ],
+    "cache": [
+        "aiayn cache list                 # the kept compiled decoding steps, their sizes",
+        "aiayn cache clear --stale        # remove those this machine cannot use",
+    ],
+    "cache list": ["aiayn cache list"],
+    "cache clear": [
+        "aiayn cache clear                # all kept steps: --compile builds them again",
+        "aiayn cache clear --stale        # only those of another torch version, CPU or thread count",
     ],
 }
 """Each command's examples, by its path below `aiayn` ('lm train')."""

@@ -24,7 +24,7 @@ from aiayn.core.errors import AiaynError
 # Subcommand modules (`aiayn --help` lists the commands in the groups of `aiayn.cli.help.GROUPS`).
 COMMAND_MODULES = [
     "train", "prepare", "lm", "classify", "average", "translate", "evaluate", "score", "export", "import_",
-    "shapes", "plot", "explore", "serve", "completion",
+    "shapes", "plot", "explore", "serve", "completion", "cache",
 ]
 
 

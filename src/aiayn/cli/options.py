@@ -8,13 +8,17 @@ import argparse
 from typing import TYPE_CHECKING
 
 from aiayn.cli.arguments import bounded_int, device_option, number_type
-from aiayn.core.decoding_choices import DEFAULT_BATCH_TOKENS, LENGTH_PENALTY, QUANTIZATIONS
+from aiayn.core.decoding_choices import COMPILE_CHOICES, DEFAULT_BATCH_TOKENS, LENGTH_PENALTY, QUANTIZATIONS
 from aiayn.core.errors import DataError
 
 if TYPE_CHECKING:
     from aiayn.inference import Translator
     from aiayn.translation.evaluate import TranslationEvaluation
 
+
+AUTO_COMPILE_HELP = ("a kept compiled step when one exists, else eager, building one when the input is "
+                     "long enough that it pays (needs a C++ compiler)")
+"""What --compile auto does for translate and evaluate."""
 
 MODEL_HELP = ("model directory (config.json, model.safetensors, tokenizer files), or a CTranslate2 "
               "export (aiayn export ctranslate2); repeat for an ensemble of aiayn translation models "
@@ -31,11 +35,17 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     add_quantize_argument(parser)
 
 
-def add_compile_argument(parser: argparse.ArgumentParser) -> None:
-    """--compile (translate, evaluate, serve)."""
-    parser.add_argument("--compile", action="store_true",
-                        help="compile the decoding step with torch.compile (aiayn translation models: "
-                        "faster decoding after tens of seconds of compiling; needs a C++ compiler)")
+def add_compile_argument(parser: argparse.ArgumentParser, auto_help: str = AUTO_COMPILE_HELP) -> None:
+    """--compile [WHEN] and --no-compile (translate, evaluate, serve); `auto_help` says what
+    'auto', the default, does for the command."""
+    parser.add_argument("--compile", nargs="?", const="always", default="auto", choices=COMPILE_CHOICES,
+                        metavar="WHEN",
+                        help="compile the decoding step of an aiayn translation model: always (--compile "
+                        "alone: built once per model, torch and CPU, and kept in the user's cache "
+                        "directory for later runs; aiayn cache list), never (--no-compile), or "
+                        f"auto (default): {auto_help}")
+    parser.add_argument("--no-compile", dest="compile", action="store_const", const="never",
+                        help="decode eagerly (--compile never)")
 
 
 def add_quantize_argument(parser: argparse.ArgumentParser) -> None:
@@ -94,13 +104,16 @@ def model_names(models: str | list[str]) -> str:
     return models if isinstance(models, str) else " + ".join(models)
 
 
-def load_translator(model_dir: str | list[str], args: argparse.Namespace) -> Translator:
+def load_translator(
+    model_dir: str | list[str], args: argparse.Namespace, sentences: int | None = None
+) -> Translator:
     """The translator of `model_dir` (one directory, or a list: an ensemble) as --device,
-    --quantize and --compile ask (translate, evaluate, and the model compared with in a report)."""
+    --quantize and --compile ask (translate, evaluate, and the model compared with in a report);
+    `sentences`: how many it will decode, for --compile auto (None: unknown)."""
     from aiayn.inference import load
 
     return load(model_source(model_dir), device_option(args.device), task="translation",
-                quantize=args.quantize, compile=args.compile)
+                quantize=args.quantize, compile=args.compile, sentences=sentences)
 
 
 def search_settings(args: argparse.Namespace) -> dict:
@@ -136,7 +149,7 @@ def evaluate(
     from aiayn.core.progress_display import LineProgress
     from aiayn.translation.evaluate import evaluate_translation
 
-    translator = load_translator(model_dir, args)
+    translator = load_translator(model_dir, args, sentences=len(sources))
     with LineProgress(len(sources), "evaluate", getattr(args, "progress", "auto")) as progress:
         result = evaluate_translation(
             translator, sources, references, **search_settings(args), lowercase=args.lowercase,

@@ -50,7 +50,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from aiayn.cli.options import add_compile_argument, add_quantize_argument
 
     add_quantize_argument(parser)
-    add_compile_argument(parser)
+    add_compile_argument(parser, auto_help="a kept compiled step when one exists, else eager: start-up "
+                         "never waits for a build (--compile builds and keeps one, on the first request)")
     parser.add_argument(
         "--threads", type=bounded_int(1), metavar="N", help="torch threads (default: torch's choice)"
     )

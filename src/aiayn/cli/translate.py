@@ -303,7 +303,8 @@ def run(args: argparse.Namespace) -> int:
         raise DataError("--scores and --alignments print JSON lines: add --format jsonl")
     if args.report is not None:
         check_report(args)
-    translator = load_translator(args.model, args)
+    total = count_lines(args.input) if args.input is not None else None
+    translator = load_translator(args.model, args, sentences=total)  # --compile auto weighs them
     sources: list[str] = []
     best: list[Translation] = []
     from aiayn.core.progress_display import LineProgress
@@ -314,7 +315,6 @@ def run(args: argparse.Namespace) -> int:
         if constraints is not None:
             lines = held
         out = open_output(args, stack)
-        total = count_lines(args.input) if args.input is not None else None
         progress = stack.enter_context(LineProgress(total, "translate", args.progress))
         pending: list[str] | None = None if constraints is None else []  # written once all succeed
         done, seconds, unmet = 0, 0.0, 0

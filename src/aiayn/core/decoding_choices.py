@@ -12,6 +12,10 @@ DEFAULT_BATCH_TOKENS = 4096
 LONG_LINE_ACTIONS = ("truncate", "error")
 """What to do with a line longer than the model's max_len: cut it (with a warning) or raise."""
 
+COMPILE_CHOICES = ("auto", "always", "never")
+"""When the decoding step is compiled (`aiayn.load(..., compile=)`, `--compile`; True and False
+are 'always' and 'never'): 'auto' where a kept step exists or building one pays (`aiayn.runtime.auto`)."""
+
 QUANTIZATIONS = ("int8",)
 """What `aiayn.load(..., quantize=)` accepts: int8 linear layers (`aiayn.runtime.int8`)."""
 

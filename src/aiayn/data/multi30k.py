@@ -4,8 +4,8 @@ Files are named ``{split}.{lang}.gz`` (an uncompressed ``{split}.{lang}`` is acc
 are looked up, per language, in:
 
 1. ``root`` (default ``data_root() / "multi30k"``, see :mod:`aiayn.data.paths`);
-2. the download cache: ``$AIAYN_CACHE_DIR/multi30k`` when that variable is set, else
-   ``~/.cache/aiayn/multi30k``.
+2. the download cache: ``multi30k/`` in the user's cache directory (``$AIAYN_CACHE_DIR``, else
+   ``$XDG_CACHE_HOME/aiayn``, else ``~/.cache/aiayn``: :mod:`aiayn.core.user_cache`).
 
 When a file is in neither and ``download=True``, it is fetched from :data:`MULTI30K_URL` into the
 cache, through a temporary file renamed into place only once complete (so an interrupted
@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 from aiayn.core.errors import DataError
+from aiayn.core.user_cache import user_cache_dir
 from aiayn.data.corpus import GZIP_MAGIC, read_parallel
 from aiayn.data.paths import data_root
 
@@ -33,9 +34,7 @@ _LANG_RE = re.compile(r"[a-z]{2}")
 
 def cache_dir() -> Path:
     """Where downloaded Multi30k files go (see the module docstring)."""
-    env = os.environ.get("AIAYN_CACHE_DIR")
-    base = Path(env).expanduser() if env else Path.home() / ".cache" / "aiayn"
-    return base / "multi30k"
+    return user_cache_dir() / "multi30k"
 
 
 def _check(split: str, lang: str) -> None:

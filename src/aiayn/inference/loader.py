@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, overload
 
 import torch
 
-from aiayn.core.decoding_choices import QUANTIZATIONS
+from aiayn.core.decoding_choices import COMPILE_CHOICES, QUANTIZATIONS
 from aiayn.core.errors import CheckpointError, ConfigError
 from aiayn.inference.interface import Generator, Translator
 from aiayn.runtime import accelerate
@@ -36,16 +36,19 @@ _KINDS = {"translation": "a translation model ('transformer', encoder-decoder)",
 
 @overload
 def load(directory: ModelSource, device: str | torch.device | None = None, *,
-         task: Literal["translation"], quantize: str | None = None, compile: bool = False) -> Translator: ...
+         task: Literal["translation"], quantize: str | None = None, compile: bool | str = False,
+         sentences: int | None = None) -> Translator: ...
 @overload
 def load(directory: ModelSource, device: str | torch.device | None = None, *,
-         task: Literal["lm"], quantize: str | None = None, compile: bool = False) -> Generator: ...
+         task: Literal["lm"], quantize: str | None = None, compile: bool | str = False,
+         sentences: int | None = None) -> Generator: ...
 @overload
 def load(directory: ModelSource, device: str | torch.device | None = None, *,
-         task: None = None, quantize: str | None = None, compile: bool = False) -> Translator | Generator: ...
+         task: None = None, quantize: str | None = None, compile: bool | str = False,
+         sentences: int | None = None) -> Translator | Generator: ...
 def load(
     directory: ModelSource, device: str | torch.device | None = None, *, task: str | None = None,
-    quantize: str | None = None, compile: bool = False,
+    quantize: str | None = None, compile: bool | str = False, sentences: int | None = None,
 ) -> Translator | Generator:
     """The `Translator` or `Generator` for a model directory.
 
@@ -60,8 +63,11 @@ def load(
             input quantized on the fly: `aiayn.runtime.int8`; CTranslate2: its int8
             compute type).
             A CTranslate2 export already saved in int8 refuses it (it is int8 already).
-        compile: compile the decoding step of an aiayn translation model with `torch.compile`
-            (`aiayn.runtime.compiled`): faster decoding after tens of seconds of compiling.
+        compile: compile the decoding step of an aiayn translation model (on the CPU the step
+            is kept on disk, built once per model, torch and CPU: `aiayn.runtime.kept`): True or
+            'always'; 'auto': where a kept step exists, or building one pays for the `sentences`
+            to decode (`aiayn.runtime.auto`), else eager, never an error; False or 'never': eager.
+        sentences: how many sentences the caller will decode, for `compile='auto'` (None: unknown).
     """
     if task is not None and task not in _KINDS:
         raise ConfigError(f"task must be one of {sorted(_KINDS)} or None, got {task!r}")
@@ -70,7 +76,7 @@ def load(
     if not isinstance(directory, str | Path):
         directories = [Path(d) for d in directory]
         if len(directories) != 1:
-            return _load_ensemble(directories, device, task, quantize, compile)
+            return _load_ensemble(directories, device, task, quantize, compile, sentences)
         directory = directories[0]
     directory = Path(directory)
     if not directory.is_dir():
@@ -92,7 +98,8 @@ def load(
         )
     if task is not None and TASKS[model_type] != task:
         raise CheckpointError(f"{directory} holds a {model_type!r} model; this needs {_KINDS[task]}")
-    if compile and (is_ctranslate2_dir(directory) or model_type != "transformer"):
+    forced = compile_forced(compile)
+    if forced and (is_ctranslate2_dir(directory) or model_type != "transformer"):
         what = "a CTranslate2 export" if is_ctranslate2_dir(directory) else f"a {model_type!r} model"
         raise ConfigError(f"compile applies to aiayn's own translation models; {directory} is {what}")
     if is_ctranslate2_dir(directory):
@@ -109,12 +116,12 @@ def load(
             )
         return runtime(directory, str(device or "auto"), compute_type=quantize)
     assert record is not None
-    return _load_torch(record, device, quantize, compile)
+    return _load_torch(record, device, quantize, compile, sentences)
 
 
 def _load_ensemble(
     directories: list[Path], device: str | torch.device | None, task: str | None, quantize: str | None,
-    compile: bool,
+    compile: bool | str, sentences: int | None = None,
 ) -> Translator:
     """The ensemble `Translator` of several aiayn translation model directories (each read once,
     checked, then loaded and accelerated as a single model is)."""
@@ -149,15 +156,24 @@ def _load_ensemble(
     for pair, record in zip(tokenizers, records, strict=True):  # the shared ids fit every model
         check_tokenizers(pair, record.config)
     device = _resolved(device, compile)
-    runners = [accelerate(load_model_of(r, device), quantize, compile) for r in records]
+    runners = [accelerate(load_model_of(r, device), quantize, compile, sentences=sentences, label=str(r.path))
+               for r in records]
     return TorchTranslator(Ensemble(runners, directories), tokenizers[0], directories[0])  # type: ignore[arg-type]
 
 
-def _resolved(device: str | torch.device | None, compile: bool) -> str | torch.device:
-    """The device to load on (None: CUDA when available), checked for `compile`."""
+def compile_forced(compile: bool | str) -> bool:
+    """Whether `compile` asks for a compiled step whatever the model (True, 'always'); a
+    one-line error for a value it cannot be."""
+    if not isinstance(compile, bool) and compile not in COMPILE_CHOICES:
+        raise ConfigError(f"compile must be True, False or one of {list(COMPILE_CHOICES)}, got {compile!r}")
+    return compile is True or compile == "always"
+
+
+def _resolved(device: str | torch.device | None, compile: bool | str) -> str | torch.device:
+    """The device to load on (None: CUDA when available), checked for a forced `compile`."""
     if device is None:
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    if compile and str(device).startswith("cpu"):
+    if compile_forced(compile) and str(device).startswith("cpu"):
         from aiayn.runtime.compiled import compiler_available
 
         if not compiler_available():
@@ -167,7 +183,7 @@ def _resolved(device: str | torch.device | None, compile: bool) -> str | torch.d
 
 def _load_torch(
     record: ModelDirectory, device: str | torch.device | None, quantize: str | None = None,
-    compile: bool = False,
+    compile: bool | str = False, sentences: int | None = None,
 ) -> Translator | Generator:
     """Three one-way steps after the one reading: build and load the model, choose its step
     runner, read its tokenizers."""
@@ -176,7 +192,7 @@ def _load_torch(
     device = _resolved(device, compile)
     model = load_model_of(record, device)
     # A loaded model is not trained further: its runner may prepack, quantize or compile.
-    runner = accelerate(model, quantize, compile)
+    runner = accelerate(model, quantize, compile, sentences=sentences, label=str(record.path))
     tokenizers = load_tokenizers(record.path, record.config, record.model_type, check_fits=False)
     if record.model_type == "transformer":
         from aiayn.inference.torch_translator import TorchTranslator

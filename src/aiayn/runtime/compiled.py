@@ -29,8 +29,10 @@ products become a few fused loops called from generated code:
   spare (`SpareCache`: a view covering a whole buffer would be another layout, compiled again).
 
 The outputs are those of the eager step up to float rounding (sums in another order).
-Compiling takes tens of seconds before the first batch (and needs a C++ compiler), so it is
-opt-in: `aiayn.load(..., compile=True)`, `aiayn translate --compile`. What is compiled is the
+Compiling takes tens of seconds before the first batch (and needs a C++ compiler), and Dynamo
+traces the step again in every process; on the CPU, `aiayn.load(..., compile=True)` and
+`aiayn translate --compile` therefore run `KeptStep` (`aiayn.runtime.kept`), this step built once
+and kept on disk, and `CompiledStep` itself runs elsewhere (CUDA). What is compiled is the
 model's own step (`Transformer.incremental_step`) on the runner's network
 (`aiayn.runtime.network`: the model's modules copied around its parameters, with the runtime's
 linear layers and attention); `CompiledStep(model)` is the step runner
@@ -39,6 +41,7 @@ linear layers and attention); `CompiledStep(model)` is the step runner
 
 from __future__ import annotations
 
+import functools
 import math
 import shutil
 from typing import Any
@@ -55,6 +58,10 @@ from aiayn.runtime.network import network_of
 from aiayn.runtime.operators import register_operators
 from aiayn.runtime.prepacked import PrepackedLinear, prepackable
 from aiayn.runtime.steps import EagerStep
+
+COMPILE_OPTIONS = {"size_asserts": False, "alignment_asserts": False, "scalar_asserts": False}
+"""Inductor's options for the step (also the kept one's, `aiayn.runtime.kept`): the generated code's
+checks of each kernel's output shapes are debugging aids, and the step's network does not change."""
 
 
 def compiler_available() -> bool:
@@ -101,16 +108,16 @@ class CompiledStep(EagerStep):
         with torch.no_grad():
             network.incremental_step(last, network.encode(src), None, self.new_cache())  # every weight slice
         self._eager_step = network.incremental_step
+
+    @functools.cached_property
+    def _compiled_step(self) -> Any:
+        """The step wrapped by `torch.compile` (which compiles on its first call), made when
+        first asked for: making it imports the compiler, which a `KeptStep` that loads its
+        step does not need."""
         # Guards on the network's modules would be checked on every call; it does not change
-        # after this point (weights, structure), so only the inputs are guarded. The generated
-        # code's checks of each kernel's output shapes (debugging aids) are left out for the same reason.
-        options = {
-            "guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe,
-            "size_asserts": False,
-            "alignment_asserts": False,
-            "scalar_asserts": False,
-        }
-        self._compiled_step = torch.compile(self._eager_step, dynamic=True, options=options)
+        # after this point (weights, structure), so only the inputs are guarded.
+        options = COMPILE_OPTIONS | {"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe}
+        return torch.compile(self._eager_step, dynamic=True, options=options)
 
     def new_cache(self) -> DecoderCache:
         """An empty cache whose buffers keep a position spare (`SpareCache`)."""

@@ -12,7 +12,9 @@ next token's logits once per step; a step runner is what it asks:
 - `PrepackedStep(model)`: linear layers with oneDNN's prepacked weights (`aiayn.runtime.prepacked`;
   the model's own where they cannot be prepacked: not float32 on the CPU);
 - `Int8Step(model)`: int8 linear layers (`aiayn.runtime.int8`);
-- `CompiledStep(model, quantize=None)`: the step compiled (`aiayn.runtime.compiled`).
+- `CompiledStep(model, quantize=None)`: the step compiled (`aiayn.runtime.compiled`);
+  `KeptStep`, the same kept on disk for later processes (`aiayn.runtime.kept`); `AutoStep`,
+  eager until building a kept step pays (`aiayn.runtime.auto`).
 
 None of them changes the model: a runner whose layers differ from the model's runs its own
 `network` (`aiayn.runtime.network`: the model's modules copied around the model's parameters),

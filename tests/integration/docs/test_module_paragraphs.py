@@ -14,8 +14,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 SRC = ROOT / "src" / "aiayn"
 OPENING = [
-    "runtime/prepacked.py", "runtime/int8.py", "runtime/compiled.py", "runtime/operators.py",
-    "model/packing.py", "model/kv_cache.py",
+    "runtime/prepacked.py", "runtime/int8.py", "runtime/compiled.py", "runtime/kept.py",
+    "runtime/operators.py", "model/packing.py", "model/kv_cache.py",
 ]  # fmt: skip
 ANYWHERE = ["model/attention.py", "model/multi_head_attention.py"]
 CITATION = re.compile(r"`(tests/[\w/]+\.py)::(\w+)`")
