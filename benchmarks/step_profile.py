@@ -41,7 +41,7 @@ import export_speed  # the harness this reuses: batches, exports, workers
 RESULTS = Path(__file__).parent / "results" / "step_profile.json"
 KINDS: list[tuple[str, str]] = [
     ("OS kernel", r"\[kernel\.kallsyms\]|\[k\]"),
-    ("Inductor's generated loops", r"cpp_fused|torchinductor|kernel_cpp"),
+    ("Inductor's generated loops", r"cpp_fused|torchinductor|kernel_cpp|\.main\.so"),
     ("memory (alloc, copy, page faults)",
      r"malloc|free\b|_int_free|cfree|memset|memcpy|memmove|mmap|munmap|brk|realloc|posix_memalign"
      r"|CPUCachingAllocator|allocate|deallocate"),

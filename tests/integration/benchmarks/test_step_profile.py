@@ -30,7 +30,7 @@ REPORT = """# Samples: 1K of event 'cpu-clock'
   5.00%  \tlibtorch_cpu.so\t[.] mkl_blas_def_xsgemv
   4.00%  \tlibtorch_cpu.so\t[.] c10::impl::OperatorEntry::lookup
   3.00%  \t[kernel.kallsyms]\t[k] clear_page_erms
-  2.00%  \tctkwqvbn.so\t[.] cpp_fused_add_native_layer_norm_0
+  2.00%  \tc5cr7o2fmbuauhrw.main.so\t[.] kernel
   1.00%  \tlibfoo.so\t[.] something_else
 """
 
