@@ -42,6 +42,20 @@ def ragged_batch(rows: int, src_len: int, tgt_len: int) -> object:
     return make_batch(src, tgt, specials=TRAINED_SPECIALS)
 
 
+def counting_backend():
+    """(a TorchDynamo backend that runs the captured graphs as they are, the graphs it was given),
+    after a reset: what a compile traced, without Inductor's compile time."""
+    torch._dynamo.reset()
+    eager = torch._dynamo.lookup_backend("eager")
+    graphs = []
+
+    def counting(graph, example_inputs):
+        graphs.append(graph)
+        return eager(graph, example_inputs)
+
+    return counting, graphs
+
+
 def loss_and_grads(model, loss_fn, batch):
     model.zero_grad(set_to_none=True)
     loss, _ = loss_fn(model, batch, 0.1)
@@ -52,14 +66,7 @@ def loss_and_grads(model, loss_fn, batch):
 def test_the_compiled_step_gives_the_eager_loss_and_gradients_and_new_shapes_no_new_graphs(one_thread):
     """One compile (the slow part of these tests) serves both checks: batches of four shapes give the
     eager step's loss and gradients, and the shapes after the first compile nothing new."""
-    torch._dynamo.reset()
-    eager = torch._dynamo.lookup_backend("eager")
-    graphs = []
-
-    def counting(graph, example_inputs):
-        graphs.append(graph)
-        return eager(graph, example_inputs)
-
+    counting, graphs = counting_backend()
     model = tiny_model()
     compiled = compile_loss(translation_loss, backend=counting, device_type="cpu")
     # the first batch has sources as long as targets (7 positions): nothing may assume they stay so
@@ -117,14 +124,7 @@ def test_compile_true_compiles_at_start_up_and_leaves_the_model_as_it_was(caplog
     """The first (slow) compiled call happens before `choose_step_loss` returns, so before the
     training clock starts: compiling must not spend a time-following warmup. The step it takes
     to compile changes no weight."""
-    torch._dynamo.reset()
-    eager = torch._dynamo.lookup_backend("eager")
-    graphs = []
-
-    def counting(graph, example_inputs):
-        graphs.append(graph)
-        return eager(graph, example_inputs)
-
+    counting, graphs = counting_backend()
     model = tiny_model()
     before = {name: p.detach().clone() for name, p in model.named_parameters()}
     with caplog.at_level(logging.INFO, logger="aiayn.training.compiled_step"):
