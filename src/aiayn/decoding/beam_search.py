@@ -57,6 +57,7 @@ from aiayn.decoding.controls import (
     prefix_tensor,
 )
 from aiayn.decoding.finished import Finished
+from aiayn.decoding.top_k import row_top_k
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.steps import StepRunner, as_runner
 
@@ -171,7 +172,7 @@ def _beam_search(
         # each beam row (a row's order does not depend on its s_k, which is added to those alone),
         # then the 2K best of the sentence's w * 2K.
         per_row = min(2 * beam_size, V)
-        row_scores, row_tokens = logp.topk(per_row, dim=1)  # (b*w, per_row)
+        row_scores, row_tokens = row_top_k(logp, per_row)  # (b*w, per_row)
         row_scores += beam_scores.view(-1, 1)  # s_k + log p(w | beam k)
         cand = row_scores.view(b, width * per_row)
         top_scores, pick = cand.topk(min(2 * beam_size, width * per_row), dim=1)  # (b, 2K), best first

@@ -44,6 +44,7 @@ from aiayn.decoding.common import (
 from aiayn.decoding.constraints import Negative, Positive, SentenceConstraints
 from aiayn.decoding.controls import Controls, controlled_log_probs, prefix_step, prefix_tensor
 from aiayn.decoding.finished import Finished
+from aiayn.decoding.top_k import row_top_k
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.steps import StepRunner, as_runner
 
@@ -126,7 +127,7 @@ def constrained_beam_search(
 
         # Candidates: the 2K best tokens of each beam, and each unmet phrase's next token.
         per_row = min(2 * beam_size, V)
-        top_logp, top_tokens = logp.topk(per_row, dim=1)  # (b*w, per_row)
+        top_logp, top_tokens = row_top_k(logp, per_row)  # (b*w, per_row)
         extra = positive.wanted(progress, met).view(b * width, C)  # (b*w, C), -1: none
         extra_logp = logp.gather(1, extra.clamp(min=0))
         seen = (extra[:, :, None] == top_tokens[:, None, :]).any(dim=2)  # among the top already

@@ -28,6 +28,7 @@ from aiayn.decoding.controls import (
     prefix_step,
     prefix_tensor,
 )
+from aiayn.decoding.top_k import row_top_k
 from aiayn.model.transformer import Transformer
 from aiayn.runtime.steps import StepRunner, as_runner
 
@@ -98,7 +99,8 @@ def greedy_search(
             wanted = prefix_step(prefix, t, 1)  # (b,) forced tokens, or None
             logp = controlled_log_probs(logits, forbidden, controls, history, wanted)  # (b, V)
             if generator is None:
-                best_logp, best = logp.max(dim=-1)  # (b,), (b,)
+                best_logp, best = row_top_k(logp, 1)  # (b, 1) twice: logp.max(-1), faster
+                best_logp, best = best_logp.squeeze(1), best.squeeze(1)  # (b,), (b,)
             else:
                 best = draw(logp, controls, generator)  # (b,)
                 best_logp = logp.gather(1, best[:, None]).squeeze(1)
