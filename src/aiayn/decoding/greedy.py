@@ -99,7 +99,7 @@ def greedy_search(
             wanted = prefix_step(prefix, t, 1)  # (b,) forced tokens, or None
             logp = controlled_log_probs(logits, forbidden, controls, history, wanted)  # (b, V)
             if generator is None:
-                best_logp, best = row_top_k(logp, 1)  # (b, 1) twice: logp.max(-1), faster
+                best_logp, best = row_top_k(logp, 1)  # (b, 1) twice: logp.max(-1)
                 best_logp, best = best_logp.squeeze(1), best.squeeze(1)  # (b,), (b,)
             else:
                 best = draw(logp, controls, generator)  # (b,)

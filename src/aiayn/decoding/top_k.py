@@ -15,8 +15,8 @@ reduction); `torch.topk` then runs on the k best chunks' columns alone (and on t
 columns, when V is not a multiple of `CHUNK`).
 
 Exact: take the k chunks with the largest maxima. Any column outside them lies in a chunk whose
-maximum is at most each of the k chosen maxima, so it is at most k values inside the chosen
-chunks: the k largest values of the row are among the chosen chunks' columns.
+maximum is at most each of the k chosen maxima, so the chosen chunks hold k values no smaller
+than it: the k largest values of the row are among the chosen chunks' columns.
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ def row_top_k(scores: Tensor, k: int) -> tuple[Tensor, Tensor]:
     of fewer than 2k chunks goes to `torch.topk` directly.
     """
     rows, columns = scores.shape
-    whole = columns // CHUNK  # full chunks; the last columns % CHUNK are candidates whatever
+    whole = columns // CHUNK  # full chunks; the last columns % CHUNK are always candidates
     if whole < 2 * k:
         return scores.max(dim=1, keepdim=True) if k == 1 else scores.topk(k, dim=1)
-    maxima = scores[:, : whole * CHUNK].view(rows, whole, CHUNK).amax(dim=2)  # (R, n)
+    maxima = scores[:, : whole * CHUNK].reshape(rows, whole, CHUNK).amax(dim=2)  # (R, n)
     # k = 1: the first chunk holding the maximum, then its first column (torch.max's choice).
     chosen = maxima.argmax(dim=1, keepdim=True) if k == 1 else maxima.topk(k, dim=1).indices  # (R, k)
     offsets = torch.arange(CHUNK, device=scores.device)
