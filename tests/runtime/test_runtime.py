@@ -207,21 +207,6 @@ def test_the_cache_keeps_its_spare_positions(layer_cache, spare):
     assert filled_whole == (spare == 0)
 
 
-def test_the_compiled_steps_cache_is_position_major_and_holds_the_model_caches_values():
-    """Each row's filled positions are one block (beam search's reorder copies it whole), and
-    after appends and reorders it reads what the model's own cache holds."""
-    torch.manual_seed(0)
-    model_cache, step_cache = AttentionCache(), SpareCache()
-    for rows, index in ((3, [2, 0, 0, 1]), (4, [3, 3]), (2, [1, 0, 1])):
-        key = torch.randn(rows, 2, 5, 4)
-        for cache in (model_cache, step_cache):
-            cache.append(key, -key)
-            cache.reorder(torch.tensor(index))
-        assert torch.equal(step_cache.key, model_cache.key)
-        assert torch.equal(step_cache.value, model_cache.value)
-    assert all(buffer.transpose(1, 2).is_contiguous() for pair in step_cache.buffers for buffer in pair)
-
-
 @pytest.mark.parametrize("causal", [False, True])
 def test_elementwise_attention_is_eq_1(causal):
     torch.manual_seed(0)

@@ -26,9 +26,7 @@ products become a few fused loops called from generated code:
 - the key/value cache is reordered between steps, outside the compiled code, and a step that
   allocates (the first, which also projects the encoder output's keys and values, and one
   that outgrows the cache's buffers) runs eagerly. The cache's buffers keep one position
-  spare (`SpareCache`: a view covering a whole buffer would be another layout, compiled again)
-  and are held position-major, so that the reordering copies each row's positions as one block:
-  the same values in another memory order, which the compiled attention reads as fast.
+  spare (`SpareCache`: a view covering a whole buffer would be another layout, compiled again).
 
 The outputs are those of the eager step up to float rounding (sums in another order).
 Compiling takes tens of seconds before the first batch (and needs a C++ compiler), and Dynamo
@@ -81,14 +79,6 @@ class SpareCache(AttentionCache):
 
     def grown_capacity(self, needed: int) -> int:
         return super().grown_capacity(needed) + 1
-
-    @staticmethod
-    def _allocate(rows: int, capacity: int, like: Tensor) -> tuple[Tensor, Tensor]:
-        """Buffers (rows, H, capacity, d_k) held position-major, (rows, capacity, H, d_k) in memory:
-        the filled positions of a row are one block, which beam search's reordering copies whole
-        rather than as one piece per head; the compiled step's attention reads either layout."""
-        shape = (rows, capacity, like.size(1), like.size(3))
-        return like.new_empty(shape).transpose(1, 2), like.new_empty(shape).transpose(1, 2)
 
 
 class CompiledStep(EagerStep):
