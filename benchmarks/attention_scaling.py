@@ -13,22 +13,16 @@ dominate, about quadruple the attention time.
 from __future__ import annotations
 
 import argparse
-import time
 
 import torch
 
 from aiayn import paper
+from timing import call_seconds  # benchmarks/timing.py, beside this script
 
 
 def best_seconds(fn, repeats: int) -> float:
     """The fastest of `repeats` calls (the least disturbed by other work on the machine)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return min(call_seconds(fn, repeats))
 
 
 def measure(lengths: list[int], d_model: int, heads: int, repeats: int) -> list[dict]:

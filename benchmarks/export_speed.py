@@ -49,6 +49,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from aiayn.core.files import atomic_write_text
+
 REPO = Path(__file__).resolve().parent.parent
 RESULTS = Path(__file__).parent / "results" / "export.json"
 ENGINES = ("aiayn_float32", "aiayn_float32_compiled", "ctranslate2_float32",
@@ -390,10 +392,7 @@ def main(argv: list[str] | None = None) -> dict | None:
         "command": "python benchmarks/export_speed.py "
         + shlex.join(argv if argv is not None else sys.argv[1:]),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    tmp.replace(args.out)
+    atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
     print(json.dumps(results["summary"], indent=2))
     return results
 

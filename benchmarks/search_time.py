@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from aiayn.core.files import atomic_write_text
+
 ENGINES = ("eager", "compiled", "int8", "int8_compiled")
 
 
@@ -114,9 +116,7 @@ def main() -> None:
         record = {"cpu_model": cpu_info().model, "threads": args.threads, "beam": args.beam,
                   "sentences": args.sentences, "batch_sentences": args.batch_sentences,
                   "statistic": "median", "runs": runs, "medians": medians}
-        temporary = args.json.with_suffix(".tmp")
-        temporary.write_text(json.dumps(record, indent=2) + "\n")
-        temporary.replace(args.json)
+        atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")
 
 
 def forwarded(args: argparse.Namespace) -> list[str]:

@@ -37,6 +37,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import export_speed  # the harness this reuses: batches, exports, workers
+from aiayn.core.files import atomic_write_text
 
 RESULTS = Path(__file__).parent / "results" / "step_profile.json"
 KINDS: list[tuple[str, str]] = [
@@ -170,10 +171,7 @@ def main(argv: list[str] | None = None) -> dict:
             + shlex.join(argv if argv is not None else sys.argv[1:]),
         },
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    tmp.replace(args.out)
+    atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
     return results
 

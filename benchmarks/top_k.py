@@ -14,24 +14,19 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from pathlib import Path
 
 import torch
 
 import aiayn.decoding.top_k as top_k
+from aiayn.core.files import atomic_write_text
 from aiayn.runtime.cpu import cpu_info
+from timing import call_seconds  # benchmarks/timing.py, beside this script
 
 
 def median_us(function, repeats: int) -> float:
     """Median microseconds of `repeats` calls (after one)."""
-    function()
-    times = []
-    for _ in range(repeats):
-        started = time.perf_counter()
-        function()
-        times.append(time.perf_counter() - started)
-    return statistics.median(times) * 1e6
+    return statistics.median(call_seconds(function, repeats)) * 1e6
 
 
 def main() -> None:
@@ -67,10 +62,7 @@ def main() -> None:
         info = cpu_info()
         record = {"cpu_model": info.model, "threads": args.threads, "torch": torch.__version__,
                   "default_chunk": default_chunk, "statistic": "median", "rows": rows_out}
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        temporary = args.json.with_suffix(".tmp")
-        temporary.write_text(json.dumps(record, indent=2) + "\n")
-        temporary.replace(args.json)
+        atomic_write_text(args.json, json.dumps(record, indent=2) + "\n")
 
 
 if __name__ == "__main__":

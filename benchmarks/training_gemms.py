@@ -16,24 +16,21 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import time
 from collections.abc import Callable
 from pathlib import Path
 
 import torch
+
+from aiayn.core.files import atomic_write_text
+from timing import call_seconds  # benchmarks/timing.py, beside this script
 
 RESULTS = Path(__file__).parent / "results" / "training_gemms.json"
 SHAPES = [(256, 1024), (1024, 256), (256, 768), (256, 256), (256, 8000)]  # (in, out)
 
 
 def gflops(fn, flops: float, repeats: int) -> float:
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return flops / statistics.median(times) / 1e9
+    """GFLOP/s of `fn` doing `flops`, from the median of `repeats` calls."""
+    return flops / statistics.median(call_seconds(fn, repeats)) / 1e9
 
 
 def onednn(x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
@@ -76,10 +73,7 @@ def main() -> None:
     results["settings"] = {"rows": args.rows, "repeats": args.repeats, "threads": args.threads,
                            "unit": "GFLOP/s", "torch": torch.__version__, "cpu_model": info.model,
                            "cpu_family": info.family, "cpu_model_number": info.model_number}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(results, indent=2) + "\n")
-    tmp.replace(args.out)
+    atomic_write_text(args.out, json.dumps(results, indent=2) + "\n")
     print(f"wrote {args.out}")
 
 
