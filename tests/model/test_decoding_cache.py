@@ -133,3 +133,22 @@ def test_attention_cache_append_and_reorder() -> None:
     decoder_cache = DecoderCache.empty(3)
     assert len(decoder_cache.self_attention) == len(decoder_cache.cross_attention) == 3
     assert DecoderCache().length == 0
+
+
+@pytest.mark.parametrize("rows", [[0, 0, 1], [1, 0]])
+def test_a_reorder_of_a_full_cache_leaves_room_for_the_next_step(rows: list[int]) -> None:
+    """Beam search reorders after every step: a cache whose buffers are full grows in that copy,
+    so the next step only writes (a compiled step runs), and every kept row is the one asked for."""
+    cache = AttentionCache()
+    keys = torch.randn(2, 2, 16, 4)
+    cache.append(keys, -keys)  # 16 positions: the first buffer's whole capacity
+    assert not cache.has_room(1)
+    index = torch.tensor(rows)
+    cache.reorder(index)
+    assert cache.has_room(1)
+    assert torch.equal(cache.key, keys[index]) and torch.equal(cache.value, -keys[index])
+    step = torch.randn(len(rows), 2, 1, 4)
+    key, value = cache.append(step, -step)
+    assert torch.equal(key, torch.cat([keys[index], step], 2)) and torch.equal(value, -key)
+    cache.reorder(index.flip(0))  # back into the first buffer, too small now: replaced
+    assert torch.equal(cache.key, key[index.flip(0)]) and cache.has_room(1)

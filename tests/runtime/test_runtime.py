@@ -25,7 +25,13 @@ from aiayn.runtime.compiled import (
     step_attention,
 )
 from aiayn.runtime.cpu import cpu_info, parse_cpuinfo
-from aiayn.runtime.int8 import Int8Linear
+from aiayn.runtime.int8 import (
+    LARGE_PRODUCT,
+    Int8Linear,
+    PackedInt8,
+    fused_kernel_available,
+    quantize_rows,
+)
 from aiayn.runtime.prepacked import PrepackedLinear, prepacking_available
 from aiayn.runtime.steps import EagerStep, Int8Step, PrepackedStep
 from decoding.helpers import tiny_transformer
@@ -226,3 +232,36 @@ def test_the_cpu_is_read_once_and_parsed_from_its_first_entry():
     assert (info.model, info.vendor) == ("AMD EPYC 9B14", "AuthenticAMD")
     assert info.flags == {"fpu", "avx2", "avx512_vnni"}
     assert parse_cpuinfo("Features\t: fp asimd bf16\n").flags == {"fp", "asimd", "bf16"}
+
+
+INT8_ENGINES = set(torch.backends.quantized.supported_engines)
+needs_both_int8_kernels = pytest.mark.skipif(
+    not fused_kernel_available() or not {"fbgemm", "onednn"} <= INT8_ENGINES,
+    reason="needs PyTorch's FBGEMM and oneDNN int8 kernels",
+)
+
+
+@needs_both_int8_kernels
+def test_int8_calls_run_the_kernel_their_size_favours_and_both_kernels_agree():
+    """A few rows run on FBGEMM's packing, rows x outputs >= LARGE_PRODUCT on oneDNN's (through
+    the operator the compiled step calls); both give x W^T + b to the same int8 steps."""
+    out_features = 512
+    linear = torch.nn.Linear(64, out_features)
+    weight, scale = quantize_rows(linear.weight.detach())
+    packed = PackedInt8(weight, scale.view(-1), linear.bias.detach())
+    few, many = torch.randn(4, 64), torch.randn(LARGE_PRODUCT // out_features, 64)
+    assert packed.for_rows(4) is packed.small and packed.for_rows(many.size(0)) is packed.large
+    assert packed.for_rows(many.size(0) - 1) is packed.small
+    layer = Int8Linear(linear)
+    layer(few)  # quantizes and packs the whole weight
+    (prepared,) = layer.parts[0, out_features]
+    run = operators.int8_linear_cpu
+    for x, engine_packing in ((few, operators.prepared_form(prepared, "int8_linear").small),
+                              (many, operators.prepared_form(prepared, "int8_linear").large)):
+        expected = torch.ops.quantized.linear_dynamic(x, engine_packing, operators.reduce_range())
+        assert torch.equal(run(x, prepared), expected)
+    on_fbgemm = torch.ops.quantized.linear_dynamic(many, packed.small, operators.reduce_range())
+    on_onednn = torch.ops.quantized.linear_dynamic(many, packed.large, operators.reduce_range())
+    torch.testing.assert_close(on_onednn, on_fbgemm, rtol=1e-5, atol=1e-5)
+    exact = linear(many).detach()
+    torch.testing.assert_close(on_onednn, exact, rtol=0, atol=0.05 * exact.abs().max().item())

@@ -98,9 +98,12 @@ class AttentionCache:
         if not self.buffers:
             return
         rows, cached, current = index.size(0), self.length, self.buffers[0]
+        # The copy goes where the next position fits: a full cache grows here, where its
+        # prefix is copied anyway, rather than in the next step.
+        capacity = current[0].size(2) if self.has_room(1) else self.grown_capacity(cached + 1)
         spare = next((b for b in self.buffers if b is not current), None)
-        if spare is None or spare[0].size(0) < rows or spare[0].size(2) < current[0].size(2):
-            spare = self._allocate(max(rows, current[0].size(0)), current[0].size(2), current[0])
+        if spare is None or spare[0].size(0) < rows or spare[0].size(2) != capacity:
+            spare = self._allocate(max(rows, current[0].size(0)), capacity, current[0])
         torch.index_select(self.key, 0, index, out=spare[0][:rows, :, :cached])
         torch.index_select(self.value, 0, index, out=spare[1][:rows, :, :cached])
         self.buffers, self.rows = [spare, current], rows

@@ -25,6 +25,13 @@ float32 on the decoder's shapes, the fused kernel 2-4x faster, and the BLEU cost
 scale is measured in benchmarks/RESULTS.md. Elsewhere (CUDA) the per-row composition
 (`quantize_rows`, `torch._int_mm`) runs.
 
+PyTorch has two such CPU kernels, FBGEMM's and oneDNN's: both quantize the input to the same
+steps and compute the same products (outputs equal up to float rounding), at different speeds.
+FBGEMM's is the faster for a few rows; oneDNN's for a wide product of many rows, as the output
+projection over the vocabulary of a batch of beams (`benchmarks/int8_kernels.py` measures both on
+the decoder's shapes). Each slice is packed for both (`PackedInt8`), and each call takes the one
+its size favours (`LARGE_PRODUCT`).
+
 Inside a compiled step the fused kernel is the operator `aiayn::int8_linear`
 (`aiayn.runtime.operators`), which takes a plain view of the float weight slice whose packed
 int8 weights its layer prepared.
@@ -37,6 +44,7 @@ longer trained; the model itself is not changed.
 
 from __future__ import annotations
 
+import threading
 import warnings
 
 import torch
@@ -60,16 +68,52 @@ def fused_kernel_available() -> bool:
     return bool(engines) and hasattr(torch.ops.quantized, "linear_dynamic")
 
 
-def _prepack(weight: Tensor, scale: Tensor, bias: Tensor | None) -> object:
-    """(out, in) int8 weights with (out,) scales -> the fused kernel's packed weights."""
-    with warnings.catch_warnings():
+LARGE_PRODUCT = 1 << 17
+"""Output values (rows x output features) from which a call runs oneDNN's int8 kernel, not
+FBGEMM's: below it FBGEMM's is the faster or as fast, above it oneDNN's, on the shapes that
+`benchmarks/int8_kernels.py` measures (its results record the processor)."""
+
+_ENGINE = threading.Lock()
+"""Held while a packing switches PyTorch's quantized engine (a process-wide setting) and puts it back."""
+
+
+def _prepack(weight: Tensor, scale: Tensor, bias: Tensor | None, engine: str) -> object:
+    """(out, in) int8 weights with (out,) scales -> `engine`'s packed weights for the fused kernel."""
+    with warnings.catch_warnings(), _ENGINE:
         # The packing API takes a quantized tensor, whose creation functions PyTorch marks as
         # deprecated; the packed kernel is what runs, and nothing else of that API is used.
         warnings.simplefilter("ignore", UserWarning)
         quantized = torch._make_per_channel_quantized_tensor(
             weight, scale.double(), torch.zeros_like(scale, dtype=torch.long), 0
         )
-        return torch.ops.quantized.linear_prepack(quantized, bias)
+        before = torch.backends.quantized.engine
+        torch.backends.quantized.engine = engine  # which kernel's layout the packing makes
+        try:
+            return torch.ops.quantized.linear_prepack(quantized, bias)
+        finally:
+            torch.backends.quantized.engine = before
+
+
+class PackedInt8:
+    """An int8 weight slice packed for the fused kernels (see the module doc): `for_rows` gives
+    the packing to run on an input of that many rows.
+
+    Args:
+        weight: (out, in) int8 weights; scale: (out,) their scales; bias: (out,) or None.
+    """
+
+    def __init__(self, weight: Tensor, scale: Tensor, bias: Tensor | None) -> None:
+        engines = set(torch.backends.quantized.supported_engines)
+        small = "fbgemm" if "fbgemm" in engines else sorted(engines - {"none", "qnnpack"})[0]
+        self.out_features = weight.size(0)
+        self.small = _prepack(weight, scale, bias, small)
+        self.large = _prepack(weight, scale, bias, "onednn") if "onednn" in engines - {small} else None
+
+    def for_rows(self, rows: int) -> object:
+        """The packed weights an input of `rows` rows runs on (`LARGE_PRODUCT`)."""
+        if self.large is not None and rows * self.out_features >= LARGE_PRODUCT:
+            return self.large
+        return self.small
 
 
 class Int8Linear(RuntimeLinear):
@@ -111,7 +155,7 @@ class Int8Linear(RuntimeLinear):
         bias = None if linear.bias is None else linear.bias.detach()[start:stop].float().contiguous()
         if device.type == "cpu" and fused_kernel_available():
             carrier = linear.weight.detach()[start:stop]
-            prepare(carrier, _prepack(weight, scale.view(-1), bias))
+            prepare(carrier, PackedInt8(weight, scale.view(-1), bias))
             return (carrier,)
         return weight.t().contiguous(), scale.view(1, -1), bias
 

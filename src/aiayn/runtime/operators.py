@@ -62,8 +62,9 @@ def prepacked_linear_cpu(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tens
 
 
 def int8_linear_cpu(x: Tensor, weight: Tensor) -> Tensor:
-    """(N, in) float32 -> (N, out) through the packed int8 weights (and bias) of `weight` (out, in)."""
-    packed = prepared_form(weight, "int8_linear")
+    """(N, in) float32 -> (N, out) through the packed int8 weights (and bias) of `weight` (out, in),
+    those of the kernel faster for N rows (`aiayn.runtime.int8.PackedInt8`)."""
+    packed = prepared_form(weight, "int8_linear").for_rows(x.size(0))
     return torch.ops.quantized.linear_dynamic(x, packed, reduce_range())
 
 
