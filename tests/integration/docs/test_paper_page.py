@@ -105,12 +105,15 @@ def run_in_process(command: str) -> int:
         import runpy
         import sys
 
-        saved = sys.argv
-        sys.argv = [str(ROOT / words[1]), *words[2:]]
+        saved, saved_path = sys.argv, list(sys.path)
+        script = ROOT / words[1]
+        # As `python SCRIPT` does: the script's folder first on the path (a benchmark imports
+        # its neighbours, e.g. benchmarks/timing.py).
+        sys.argv, sys.path[:0] = [str(script), *words[2:]], [str(script.parent)]
         try:
-            runpy.run_path(str(ROOT / words[1]), run_name="__main__")
+            runpy.run_path(str(script), run_name="__main__")
         finally:
-            sys.argv = saved
+            sys.argv, sys.path[:] = saved, saved_path
         return 0
     raise AssertionError(f"docs/paper.md: a command the test cannot run: {command}")
 
