@@ -33,9 +33,10 @@ class AttentionCache:
     Appended keys/values (self-attention) live in preallocated (B, H, capacity, d_k) buffers:
     a step writes its positions in place instead of copying the whole prefix, and `reorder`
     (beam search's surviving beams) copies the prefix once, into a second buffer kept for the
-    next reorder. The cache holds the buffers and how much of `buffers[0]` is filled (`rows`,
-    `length`); `key`/`value` are views of that part, made when asked for (a compiled step then
-    sees the buffers themselves, not views of them). Keys/values stored whole (`store`:
+    next reorder (a larger one when the next position would not fit). The cache holds the
+    buffers and how much of `buffers[0]` is filled (`rows`, `length`); `key`/`value` are views
+    of that part, made when asked for (a compiled step then sees the buffers themselves, not
+    views of them). Keys/values stored whole (`store`:
     cross-attention, computed once) are plain tensors, reordered by selection.
     """
 
