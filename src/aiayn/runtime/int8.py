@@ -25,8 +25,9 @@ float32 on the decoder's shapes, the fused kernel 2-4x faster, and the BLEU cost
 scale is measured in benchmarks/RESULTS.md. Elsewhere (CUDA) the per-row composition
 (`quantize_rows`, `torch._int_mm`) runs.
 
-PyTorch has two such CPU kernels, FBGEMM's and oneDNN's: both quantize the input to the same
-steps and compute the same products (outputs equal up to float rounding), at different speeds.
+PyTorch has two such CPU kernels, FBGEMM's and oneDNN's, at different speeds. Both quantize the
+input per call and are as far from the float32 product as each other; their outputs agree up to
+float rounding but for a few values in a thousand, which may differ by about one quantization step.
 FBGEMM's is the faster for a few rows; oneDNN's for a wide product of many rows, as the output
 projection over the vocabulary of a batch of beams (`benchmarks/int8_kernels.py` measures both on
 the decoder's shapes). Each slice is packed for both (`PackedInt8`), and each call takes the one
