@@ -36,8 +36,8 @@ class AttentionCache:
     next reorder (a larger one when the next position would not fit). The cache holds the
     buffers and how much of `buffers[0]` is filled (`rows`, `length`); `key`/`value` are views
     of that part, made when asked for (a compiled step then sees the buffers themselves, not
-    views of them). Keys/values stored whole (`store`:
-    cross-attention, computed once) are plain tensors, reordered by selection.
+    views of them). Keys/values stored whole (`store`: cross-attention, computed once) are plain
+    tensors, reordered by selection.
     """
 
     def __init__(self) -> None:
@@ -103,7 +103,7 @@ class AttentionCache:
         # prefix is copied anyway, rather than in the next step.
         capacity = current[0].size(2) if self.has_room(1) else self.grown_capacity(cached + 1)
         spare = next((b for b in self.buffers if b is not current), None)
-        if spare is None or spare[0].size(0) < rows or spare[0].size(2) != capacity:
+        if spare is None or spare[0].size(0) < rows or spare[0].size(2) < capacity:
             spare = self._allocate(max(rows, current[0].size(0)), capacity, current[0])
         torch.index_select(self.key, 0, index, out=spare[0][:rows, :, :cached])
         torch.index_select(self.value, 0, index, out=spare[1][:rows, :, :cached])
