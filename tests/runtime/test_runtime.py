@@ -17,9 +17,9 @@ from aiayn.formats import load_model
 from aiayn.inference import load
 from aiayn.model import AttentionCache, MultiHeadAttention, scaled_dot_product_attention
 from aiayn.runtime import accelerate, operators
+from aiayn.runtime.beam_history import BeamHistoryCache
 from aiayn.runtime.compiled import (
     CompiledStep,
-    SpareCache,
     compiler_available,
     elementwise_attention,
     step_attention,
@@ -189,7 +189,7 @@ def test_the_loader_accelerates_and_keeps_the_saved_names(model_dir):
 def test_the_compiled_runner_has_its_own_attention_and_cache():
     """Set up only (the step compiles on its first call, which tests/decoding times)."""
     runner = CompiledStep(tiny_transformer(0))
-    assert type(runner.new_cache().self_attention[0]) is SpareCache
+    assert type(runner.new_cache().self_attention[0]) is BeamHistoryCache
     network = runner.network
     decoder_layers = [m for m in network.decoder.modules() if isinstance(m, MultiHeadAttention)]
     encoder_layers = [m for m in network.encoder.modules() if isinstance(m, MultiHeadAttention)]
@@ -197,20 +197,18 @@ def test_the_compiled_runner_has_its_own_attention_and_cache():
     assert encoder_layers and all(m.attention is scaled_dot_product_attention for m in encoder_layers)
 
 
-@pytest.mark.parametrize(("layer_cache", "spare"), [(AttentionCache, 0), (SpareCache, 1)])
-def test_the_cache_keeps_its_spare_positions(layer_cache, spare):
-    """Whatever is appended, a buffer has `spare` positions beyond the filled ones; with none
-    spare (the model's own cache), a buffer may fill up exactly."""
-    cache = layer_cache()
-    key = torch.randn(2, 2, 1, 4)
+def test_the_model_cache_may_fill_its_buffers_exactly():
+    """Whatever is appended, the model's own cache keeps no position spare: a buffer may fill
+    up exactly (the compiled runner's cache keeps one, tests/runtime/test_beam_history.py)."""
+    cache, key = AttentionCache(), torch.randn(2, 2, 1, 4)
     filled_whole = False
     for step in range(40):
         keys, _ = cache.append(key, key)
         capacity = cache.buffers[0][0].size(2)
-        assert keys.size(2) == step + 1 and capacity >= step + 1 + spare
+        assert keys.size(2) == step + 1 and capacity >= step + 1
         filled_whole |= capacity == step + 1
-        assert cache.has_room(1) == (capacity >= step + 2 + spare)
-    assert filled_whole == (spare == 0)
+        assert cache.has_room(1) == (capacity >= step + 2)
+    assert filled_whole
 
 
 @pytest.mark.parametrize("causal", [False, True])

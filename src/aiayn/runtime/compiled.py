@@ -23,10 +23,10 @@ products become a few fused loops called from generated code:
   per head; it is the `attention` of the decoder's multi-head attention layers;
 - shapes are dynamic (rows leave as sentences finish, the cache grows), so a handful of
   graphs serve every batch;
-- the key/value cache is reordered between steps, outside the compiled code, and a step that
-  allocates (the first, which also projects the encoder output's keys and values, and one
-  that outgrows the cache's buffers) runs eagerly. The cache's buffers keep one position
-  spare (`SpareCache`: a view covering a whole buffer would be another layout, compiled again).
+- the self-attention cache is `aiayn.runtime.beam_history`'s: beam search's reorder between
+  steps moves no key or value, and attention's loop reads each row's keys through the row's
+  ancestry; a step that allocates (the first, which also projects the encoder output's keys
+  and values, and one that outgrows the cache's buffers) runs eagerly.
 
 The outputs are those of the eager step up to float rounding (sums in another order).
 Compiling takes tens of seconds before the first batch (and needs a C++ compiler), and Dynamo
@@ -50,35 +50,29 @@ import torch
 from torch import Tensor
 
 from aiayn.model.attention import scaled_dot_product_attention
-from aiayn.model.kv_cache import AttentionCache, DecoderCache
+from aiayn.model.kv_cache import DecoderCache
 from aiayn.model.multi_head_attention import MultiHeadAttention
 from aiayn.model.transformer import Transformer
+from aiayn.runtime.beam_history import BeamHistoryCache
 from aiayn.runtime.int8 import Int8Linear
 from aiayn.runtime.network import network_of
 from aiayn.runtime.operators import register_operators
 from aiayn.runtime.prepacked import PrepackedLinear, prepackable
 from aiayn.runtime.steps import EagerStep
 
-COMPILE_OPTIONS = {"size_asserts": False, "alignment_asserts": False, "scalar_asserts": False}
+COMPILE_OPTIONS = {
+    "size_asserts": False, "alignment_asserts": False, "scalar_asserts": False,
+    "assert_indirect_indexing": False,
+}
 """Inductor's options for the step (also the kept one's, `aiayn.runtime.kept`): the generated code's
-checks of each kernel's output shapes are debugging aids, and the step's network does not change."""
+checks of each kernel's output shapes and of each index it reads are debugging aids: the step's
+network does not change, and its indices (token ids, the cache's slots) are in range by
+construction."""
 
 
 def compiler_available() -> bool:
     """True where torch.compile can build its CPU code (a C++ compiler on the PATH)."""
     return any(shutil.which(name) for name in ("g++", "c++", "clang++"))
-
-
-class SpareCache(AttentionCache):
-    """An `AttentionCache` whose buffers keep one position free beyond what is filled: the
-    filled part, which a compiled step reads as a view, is then never a whole buffer (another
-    layout to the compiler, compiled again)."""
-
-    def has_room(self, positions: int) -> bool:
-        return super().has_room(positions + 1)
-
-    def grown_capacity(self, needed: int) -> int:
-        return super().grown_capacity(needed) + 1
 
 
 class CompiledStep(EagerStep):
@@ -120,8 +114,8 @@ class CompiledStep(EagerStep):
         return torch.compile(self._eager_step, dynamic=True, options=options)
 
     def new_cache(self) -> DecoderCache:
-        """An empty cache whose buffers keep a position spare (`SpareCache`)."""
-        return DecoderCache.empty(self.config.num_decoder_layers, SpareCache)
+        """An empty cache whose beams are reordered without copying keys (`BeamHistoryCache`)."""
+        return DecoderCache.empty(self.config.num_decoder_layers, BeamHistoryCache)
 
     def step(
         self, last: Tensor, memory: Tensor, src_padding_mask: Tensor | None, cache: DecoderCache,

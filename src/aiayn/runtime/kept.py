@@ -78,7 +78,7 @@ def variant_of(memory: Tensor, cache: DecoderCache, groups: int) -> str:
         return "beam-one" if one else "beam-many"
     if not one:
         return "greedy-many"
-    return "greedy-single" if cache.self_attention[0].buffers[0][0].size(0) == 1 else "greedy-one"
+    return "greedy-single" if cache.self_attention[0].row_capacity == 1 else "greedy-one"
 
 
 def kept_directory(model: Transformer, quantize: str | None, root: Path | None = None) -> tuple[dict, Path]:
@@ -253,12 +253,9 @@ class KeptStep(CompiledStep):
                 cache.reorder(keep)
         for tensor, dims in ((last, (0,)), (memory, (0, 1)), (mask, (0, 1))):
             mark_dynamic(tensor, dims)
-        for layer in cache.self_attention:
-            for buffer in (t for pair in layer.buffers for t in pair):
-                mark_dynamic(buffer, (0, 2))
-        for layer in cache.cross_attention:
-            for stored in layer.stored or ():
-                mark_dynamic(stored, (0, 2))
+        for layer in (*cache.self_attention, *cache.cross_attention):
+            for tensor, dims in layer.varying():
+                mark_dynamic(tensor, dims)
         return self.network, last, memory, mask, cache, groups
 
 
