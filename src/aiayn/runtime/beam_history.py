@@ -38,6 +38,9 @@ from torch import Tensor
 
 from aiayn.model.kv_cache import AttentionCache
 
+FIRST_CAPACITY = 32
+"""Positions the history first holds: most sentences' outputs are shorter (benchmarks/RESULTS.md)."""
+
 
 class BeamHistoryCache(AttentionCache):
     """An `AttentionCache` whose appended keys/values stay where they were computed (see the
@@ -72,6 +75,12 @@ class BeamHistoryCache(AttentionCache):
     def row_capacity(self) -> int:
         """Rows the history holds per position."""
         return 0 if self.history is None else self.history[0].size(1)
+
+    def grown_capacity(self, needed: int) -> int:
+        """Positions of a new history that must hold `needed`: at least twice the cached ones
+        and at least `FIRST_CAPACITY`, so that most outputs never outgrow the first (growing
+        copies the whole history)."""
+        return max(super().grown_capacity(needed), FIRST_CAPACITY)
 
     def has_room(self, positions: int) -> bool:
         """Whether `append` can write `positions` more positions without growing."""
