@@ -256,6 +256,13 @@ class KeptStep(CompiledStep):
         for layer in (*cache.self_attention, *cache.cross_attention):
             for tensor, dims in layer.varying():
                 mark_dynamic(tensor, dims)
+        # The weight slices never change shape: static, the step's guards check far fewer sizes.
+        for module in self.network.modules():
+            for tensor in getattr(module, "parts", {}).values():
+                for part in (t for t in tensor if isinstance(t, Tensor)):
+                    torch._dynamo.mark_static(part)
+                    if part._base is not None:
+                        torch._dynamo.mark_static(part._base)
         return self.network, last, memory, mask, cache, groups
 
 
