@@ -6,16 +6,18 @@ keys and values in that row's slice of a buffer, so when beam search keeps the b
 survive a step it copies every surviving row's prefix: all layers' keys and values, every step.
 This cache keeps them where they were computed instead, and each row's *ancestry*: which row
 computed its key at each earlier position. Attention reads a row's keys through its ancestry.
-The keys and values read are the same numbers in the same order, so attention's arithmetic is
-unchanged: outputs equal the copying cache's, bit for bit. Proved by
-`tests/runtime/test_beam_history.py` (beam search with this cache gives the copying cache's
-hypotheses and scores, eager and compiled) and by the compiled-search tests
-(`tests/decoding/test_compiled_decoding.py`).
+The keys and values read are the same numbers in the same order: an eager step with this cache
+computes what it computes with the copying one, bit for bit; compiled, attention's loops read
+through the table and sum in their own order, as the compiled step always did (equal up to float
+rounding). Proved by `tests/runtime/test_beam_history.py` (any appends and reorders read the
+copying cache's keys and values; beam and greedy search with this cache give its hypotheses and
+scores) and, compiled, by `tests/decoding/test_compiled_decoding.py` (the eager decoder's
+hypotheses).
 
 Why: the reorder copy reads and writes R x S x D floats per layer, twice (keys and values), on
 every step; on a CPU it is bound by memory bandwidth and grows with the prefix, and at a full
 beam batch it costs a noticeable share of a decode (benchmarks/RESULTS.md). Here the reorder
-selects rows of the ancestry table, R x S integers shared by keys and values; a compiled step
+selects columns of the ancestry table, S x R integers, where keys and values are read; a compiled step
 (`aiayn.runtime.compiled`) folds the lookup into attention's loop, which reads each key once
 either way. An eager step gathers the keys into a tensor, a copy as large as the one saved, so
 only compiled runners use this cache.
@@ -48,8 +50,8 @@ class BeamHistoryCache(AttentionCache):
 
     def __init__(self) -> None:
         super().__init__()
-        self.history: tuple[Tensor, Tensor] | None = None  # (capacity, row_capacity, H, d_k) keys, values
-        self.slots: Tensor | None = None  # (capacity + 1, row_capacity) flat positions in history
+        self.history: tuple[Tensor, Tensor] | None = None  # (capacity + 1, row_capacity, H, d_k) keys, values
+        self.slots: Tensor | None = None  # (capacity + 1, row_capacity + 1) flat positions in history
         self.spare_slots: Tensor | None = None  # a second table, where a reorder writes
 
     @property
