@@ -64,6 +64,10 @@ def kept(model_dir, tmp_path_factory):
         runner = KeptStep(model, build=True, root=cache / "steps", label=str(model_dir))
         greedy_search(runner, source(model, model_dir), 10)
         assert runner.built == ["greedy-single"] and runner.calls["kept"] > 0
+        # The weights were marked static for the build only: a variant loaded later refuses
+        # every call on weights still marked.
+        weights = runner.weight_slices()
+        assert weights and not any(hasattr(t, "_has_dynamo_dim_marking") for t in weights)
         return Kept(cache, runner.path("greedy-single"), model)
     finally:
         torch.set_num_threads(threads)

@@ -43,6 +43,7 @@ import io
 import logging
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -216,6 +217,7 @@ class KeptStep(CompiledStep):
         with contextlib.ExitStack() as stack:
             stack.enter_context(self.kernels())
             stack.enter_context(torch.no_grad())
+            stack.enter_context(self.static_weights())
             # A Python float read in the step (a scale) is a constant, not a graph input; equal
             # sizes are not assumed equal (a batch of 8 with sources of 8 tokens is no rule).
             stack.enter_context(torch._dynamo.config.patch(specialize_float=True))
@@ -256,14 +258,29 @@ class KeptStep(CompiledStep):
         for layer in (*cache.self_attention, *cache.cross_attention):
             for tensor, dims in layer.varying():
                 mark_dynamic(tensor, dims)
-        # The weight slices never change shape: static, the step's guards check far fewer sizes.
-        for module in self.network.modules():
-            for tensor in getattr(module, "parts", {}).values():
-                for part in (t for t in tensor if isinstance(t, Tensor)):
-                    torch._dynamo.mark_static(part)
-                    if part._base is not None:
-                        torch._dynamo.mark_static(part._base)
         return self.network, last, memory, mask, cache, groups
+
+    def weight_slices(self) -> list[Tensor]:
+        """The network's weight slices (its runtime layers' parts) and the tensors they view."""
+        slices = [t for module in self.network.modules() for part in getattr(module, "parts", {}).values()
+                  for t in part if isinstance(t, Tensor)]
+        return [*slices, *(t._base for t in slices if t._base is not None)]
+
+    @contextlib.contextmanager
+    def static_weights(self) -> Iterator[None]:
+        """The weight slices marked static while a variant is traced (they never change shape: the
+        step's guards then check far fewer sizes), and unmarked after: a variant loaded later
+        refuses every call on tensors still marked."""
+        slices = self.weight_slices()
+        for tensor in slices:
+            torch._dynamo.mark_static(tensor)
+        try:
+            yield
+        finally:
+            for tensor in slices:
+                for name in ("_dynamo_static_indices", "_has_dynamo_dim_marking"):
+                    if hasattr(tensor, name):
+                        delattr(tensor, name)
 
 
 def mark_dynamic(tensor: Tensor, dims: tuple[int, ...]) -> None:
