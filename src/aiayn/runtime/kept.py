@@ -65,6 +65,7 @@ from aiayn.runtime.kept_store import (
     steps_dir,
     write_artifact,
 )
+from aiayn.runtime.prepacked import RuntimeLinear
 
 log = logging.getLogger("aiayn.runtime")
 
@@ -262,8 +263,9 @@ class KeptStep(CompiledStep):
 
     def weight_slices(self) -> list[Tensor]:
         """The network's weight slices (its runtime layers' parts) and the tensors they view."""
-        slices = [t for module in self.network.modules() for part in getattr(module, "parts", {}).values()
-                  for t in part if isinstance(t, Tensor)]
+        layers = [m for m in self.network.modules() if isinstance(m, RuntimeLinear)]
+        parts = [part for layer in layers for part in layer.parts.values()]  # type: ignore[attr-defined]
+        slices = [t for part in parts for t in part if isinstance(t, Tensor)]
         return [*slices, *(t._base for t in slices if t._base is not None)]
 
     @contextlib.contextmanager
